@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback, for tests, benchmarks and local runs:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (simulated nodes on
+# which pods are scheduled and become Running and Ready). Built from the Go module proxy by
+# hack/control-plane/build.sh.
+#
+# usage: hack/control-plane.sh up|down|status|env
+#
+#   PLANE=NAME        run several planes side by side (default: default)
+#   KUBE_VERSION      see hack/control-plane/build.sh (default v1.37.2)
+#   KWOK_NODES        number of simulated nodes (default 3)
+#
+# State (certificates, data, logs, pids, kubeconfig) lives in
+# ${XDG_CACHE_HOME:-~/.cache}/database-operator/planes/$PLANE; `down` removes it.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+plane=${PLANE:-default}
+dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$plane
+kubeconfig=$dir/kubeconfig
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+start=$(date +%s)
+log() { printf '[control-plane %s %3ss] %s\n' "$plane" "$(($(date +%s) - start))" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+pid_of() { cat "$dir/$1.pid" 2>/dev/null || true; }
+running() { local pid; pid=$(pid_of "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_for DESCRIPTION SECONDS COMPONENT COMMAND...: polls COMMAND until it succeeds; fails
+# early, with the component's log tail, if the component died.
+wait_for() {
+  local what=$1 seconds=$2 component=$3
+  shift 3
+  local deadline=$(($(date +%s) + seconds))
+  until "$@" >/dev/null 2>&1; do
+    if ! running "$component"; then
+      tail -n 30 "$dir/logs/$component.log" >&2 || true
+      die "$component exited while waiting for $what (log: $dir/logs/$component.log)"
+    fi
+    [ "$(date +%s)" -lt "$deadline" ] || die "timed out after ${seconds}s waiting for $what (log: $dir/logs/$component.log)"
+    sleep 0.5
+  done
+}
+
+launch() { # name binary args...
+  local name=$1
+  shift
+  # setsid: the component gets its own process group, so a Ctrl-C in the caller's terminal
+  # does not kill it; `down` stops it by pid.
+  setsid "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$dir/$name.pid"
+  log "started $name (pid $!, log $dir/logs/$name.log)"
+}
+
+make_certs() {
+  local pki=$dir/pki
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=database-operator-test-ca" 2>/dev/null
+    cat >serving.ext <<EXT
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+extendedKeyUsage=serverAuth
+EXT
+    openssl req -newkey rsa:2048 -nodes -keyout serving.key -out serving.csr -subj "/CN=kube-apiserver" 2>/dev/null
+    openssl x509 -req -in serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out serving.crt -days 3650 \
+      -extfile serving.ext 2>/dev/null
+    # The admin identity: group system:masters passes every RBAC check.
+    echo "extendedKeyUsage=clientAuth" >client.ext
+    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=admin" 2>/dev/null
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt -days 3650 \
+      -extfile client.ext 2>/dev/null
+    # Service-account token signing keys.
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+}
+
+write_kubeconfig() { # port
+  cat >"$kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: $plane
+  cluster:
+    server: https://127.0.0.1:$1
+    certificate-authority: $dir/pki/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $dir/pki/admin.crt
+    client-key: $dir/pki/admin.key
+contexts:
+- name: $plane
+  context: {cluster: $plane, user: admin}
+current-context: $plane
+EOF
+}
+
+add_nodes() {
+  local n=${KWOK_NODES:-3} i
+  for ((i = 0; i < n; i++)); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  annotations:
+    node.alpha.kubernetes.io/ttl: "0"
+    kwok.x-k8s.io/node: fake
+  labels:
+    kubernetes.io/arch: amd64
+    kubernetes.io/hostname: kwok-node-$i
+    kubernetes.io/os: linux
+    kubernetes.io/role: agent
+    node-role.kubernetes.io/agent: ""
+    type: kwok
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+EOF
+  done | kubectl --kubeconfig "$kubeconfig" apply -f - >/dev/null
+}
+
+cmd_up() {
+  if running kube-apiserver; then
+    log "already up"
+    cmd_env
+    return
+  fi
+  local bin
+  bin=$("$here/control-plane/build.sh" | tail -n 1)
+  [ -x "$bin/kube-apiserver" ] || die "build did not produce $bin/kube-apiserver"
+  rm -rf "$dir" && mkdir -p "$dir/logs" "$dir/etcd"
+  make_certs
+
+  local etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port
+  etcd_port=$(free_port) etcd_peer_port=$(free_port) api_port=$(free_port)
+  kcm_port=$(free_port) sched_port=$(free_port) kwok_port=$(free_port)
+  echo "$api_port" >"$dir/apiserver.port"
+
+  launch etcd "$bin/etcd" --name "$plane" --data-dir "$dir/etcd" --unsafe-no-fsync \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster "$plane=http://127.0.0.1:$etcd_peer_port" \
+    --quota-backend-bytes 4294967296
+  wait_for "etcd to be healthy" 60 etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
+
+  # The apiserver listens on loopback only; --advertise-address is loopback too, since the
+  # machine may have no default route for the apiserver to pick an address from.
+  launch kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$dir/pki/serving.crt" --tls-private-key-file "$dir/pki/serving.key" \
+    --client-ca-file "$dir/pki/ca.crt" \
+    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
+    --cert-dir "$dir/pki" --profiling=false
+  write_kubeconfig "$api_port"
+  wait_for "kube-apiserver /readyz" 120 kube-apiserver kubectl --kubeconfig "$kubeconfig" get --raw /readyz
+
+  local common=(--kubeconfig "$kubeconfig" --leader-elect=false --bind-address 127.0.0.1)
+  launch kube-controller-manager "$bin/kube-controller-manager" "${common[@]}" --secure-port "$kcm_port" \
+    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
+    --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
+    --kube-api-qps 200 --kube-api-burst 400
+  launch kube-scheduler "$bin/kube-scheduler" "${common[@]}" --secure-port "$sched_port" \
+    --kube-api-qps 200 --kube-api-burst 400
+  launch kwok "$bin/kwok" --kubeconfig "$kubeconfig" -c "$bin/kwok-stages.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --cidr 10.244.0.0/16 --node-ip 10.255.0.1 --server-address "127.0.0.1:$kwok_port"
+
+  wait_for "the default namespace" 60 kube-apiserver kubectl --kubeconfig "$kubeconfig" get namespace default
+  add_nodes
+  wait_for "kwok nodes to be Ready" 60 kwok kubectl --kubeconfig "$kubeconfig" wait --for=condition=Ready nodes --all --timeout=1s
+  wait_for "the default service account" 60 kube-controller-manager kubectl --kubeconfig "$kubeconfig" get serviceaccount default
+  log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port"
+  cmd_env
+}
+
+cmd_down() {
+  local c pid
+  for ((i = ${#components[@]} - 1; i >= 0; i--)); do
+    c=${components[i]}
+    pid=$(pid_of "$c")
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+      log "stopped $c (pid $pid)"
+    fi
+  done
+  rm -rf "$dir"
+  log "down; removed $dir"
+}
+
+cmd_status() {
+  local c pid state=0
+  for c in "${components[@]}"; do
+    pid=$(pid_of "$c")
+    if running "$c"; then
+      printf '%-24s running (pid %s)\n' "$c" "$pid"
+    else
+      printf '%-24s stopped\n' "$c"
+      state=1
+    fi
+  done
+  [ -f "$kubeconfig" ] && echo "kubeconfig: $kubeconfig"
+  return $state
+}
+
+cmd_env() {
+  running kube-apiserver || die "plane '$plane' is not running: start it with hack/control-plane.sh up"
+  echo "export KUBECONFIG=$kubeconfig"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: builds what is missing (the control plane into
+# ~/.cache, the crate), starts a control plane of its own, runs every `cargo test` target
+# (unit, integration, end-to-end, doc) against it, and stops the plane even when tests fail.
+#
+# usage: hack/test.sh [extra cargo test args...]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+start=$(date +%s)
+log() { printf '[test %4ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+
+# A plane of the suite's own, so a developer's running plane is left alone.
+export PLANE=${PLANE:-test-$$}
+trap 'hack/control-plane.sh down || true' EXIT
+
+log "building the control plane (cached under ~/.cache after the first run)"
+hack/control-plane/build.sh >/dev/null
+
+# Compile the tests while the plane starts: starting is mostly waiting on the apiserver.
+log "starting control plane '$PLANE' and compiling the tests"
+hack/control-plane.sh up >"${TMPDIR:-/tmp}/control-plane-$PLANE.out" 2>&1 &
+up_pid=$!
+cargo test --all-targets --no-run
+if ! wait "$up_pid"; then
+  cat "${TMPDIR:-/tmp}/control-plane-$PLANE.out" >&2
+  log "the control plane did not start"
+  exit 1
+fi
+eval "$(hack/control-plane.sh env)"
+
+log "running cargo test"
+cargo test --all-targets "$@"
+cargo test --doc
+log "all tests passed"
