@@ -152,23 +152,31 @@ cmd_up() {
     --quota-backend-bytes 4294967296
   wait_for "etcd to be healthy" 60 etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-  # The apiserver listens on loopback only; --advertise-address is loopback too, since the
-  # machine may have no default route for the apiserver to pick an address from.
-  launch kube-apiserver "$bin/kube-apiserver" \
+  # The apiserver listens on loopback only. Without a default route it cannot pick an address
+  # to advertise, so it is given loopback, which the endpoint reconciler refuses: turn the
+  # reconciler off (nothing here talks to the apiserver through the kubernetes Service).
+  # TaintNodesByCondition taints every new node not-ready until the node lifecycle controller
+  # clears it; kwok's nodes are Ready from the start and that controller does not run here.
+  local advertise=()
+  if [ -z "$(ip route show default 2>/dev/null)" ] || [ -n "${CONTROL_PLANE_NO_ROUTE:-}" ]; then
+    advertise=(--advertise-address 127.0.0.1 --endpoint-reconciler-type none)
+  fi
+  launch kube-apiserver "$bin/kube-apiserver" "${advertise[@]}" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --bind-address 127.0.0.1 --secure-port "$api_port" \
     --tls-cert-file "$dir/pki/serving.crt" --tls-private-key-file "$dir/pki/serving.key" \
     --client-ca-file "$dir/pki/ca.crt" \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
+    --disable-admission-plugins TaintNodesByCondition \
     --cert-dir "$dir/pki" --profiling=false
   write_kubeconfig "$api_port"
   wait_for "kube-apiserver /readyz" 120 kube-apiserver kubectl --kubeconfig "$kubeconfig" get --raw /readyz
 
   local common=(--kubeconfig "$kubeconfig" --leader-elect=false --bind-address 127.0.0.1)
   launch kube-controller-manager "$bin/kube-controller-manager" "${common[@]}" --secure-port "$kcm_port" \
-    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc \
+    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc,resourcequota \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
     --kube-api-qps 200 --kube-api-burst 400
@@ -182,7 +190,7 @@ cmd_up() {
   add_nodes
   wait_for "kwok nodes to be Ready" 60 kwok kubectl --kubeconfig "$kubeconfig" wait --for=condition=Ready nodes --all --timeout=1s
   wait_for "the default service account" 60 kube-controller-manager kubectl --kubeconfig "$kubeconfig" get serviceaccount default
-  log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port"
+  log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port"
   cmd_env
 }
 

@@ -1,0 +1,318 @@
+//! Wiring informers to the queue, and running the workers.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube_core::Resource;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use super::Error;
+use super::metrics::{ControllerMetrics, Metrics};
+use super::worker::{self, Reconciler};
+use crate::informer::{EventHandler, Informer, key_of};
+use crate::workqueue::RateLimitingQueue;
+
+/// Maps an object of a watched type to the keys of the primary objects to reconcile.
+type Mapper<C> = Arc<dyn Fn(&C) -> Vec<String> + Send + Sync>;
+
+/// Registers one informer's event handler on the controller's queue.
+type Wire = Box<dyn FnOnce(&RateLimitingQueue<String>) + Send>;
+
+/// Something whose cache can be waited on.
+type SyncCheck = (String, Box<dyn Fn() -> bool + Send + Sync>);
+
+/// Builds a [`Controller`] over a primary informer and the informers of what it owns.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use k8s_openapi::api::apps::v1::Deployment;
+/// # use database_operator::{controller, informer, database::Database};
+/// # async fn example(factory: informer::Factory) {
+/// let controller = controller::Builder::new("database", factory.informer::<Database>())
+///     .owns(factory.informer::<Deployment>())
+///     .workers(4)
+///     .build();
+/// # }
+/// ```
+pub struct Builder<K> {
+    name: String,
+    primary: Arc<Informer<K>>,
+    queue: Option<RateLimitingQueue<String>>,
+    syncs: Vec<SyncCheck>,
+    wiring: Vec<Wire>,
+    workers: usize,
+    cache_sync_timeout: Duration,
+    metrics: Option<Metrics>,
+}
+
+impl<K> Debug for Builder<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder").field("name", &self.name).field("workers", &self.workers).finish_non_exhaustive()
+    }
+}
+
+impl<K> Builder<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
+    /// A controller named `name` (the queue's metrics label) reconciling the objects of
+    /// `primary`: every add, update and delete enqueues the object's key.
+    pub fn new(name: &str, primary: Arc<Informer<K>>) -> Self {
+        let mut builder = Self {
+            name: name.to_string(),
+            primary: primary.clone(),
+            queue: None,
+            syncs: Vec::new(),
+            wiring: Vec::new(),
+            workers: 2,
+            cache_sync_timeout: Duration::from_secs(120),
+            metrics: None,
+        };
+        builder = builder.watches(primary, |obj: &K| vec![key_of(obj)]);
+        builder
+    }
+
+    /// Reconcile the controller owner of every object of `informer` whose controller
+    /// ownerReference points at a `K` (same apiVersion and kind), in the object's namespace.
+    pub fn owns<C>(self, informer: Arc<Informer<C>>) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    {
+        self.watches(informer, owner_keys::<K, C>)
+    }
+
+    /// Reconcile the keys `map` returns for every add, update (old and new object) and
+    /// delete of `informer`'s objects.
+    pub fn watches<C, F>(mut self, informer: Arc<Informer<C>>, map: F) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        let map: Mapper<C> = Arc::new(map);
+        let kind = C::kind(&()).to_string();
+        let synced = informer.clone();
+        self.syncs.push((kind, Box::new(move || synced.has_synced())));
+        self.wiring.push(Box::new(move |queue| {
+            informer.add_event_handler(Arc::new(Enqueue { queue: queue.clone(), map }));
+        }));
+        self
+    }
+
+    /// The number of workers reconciling in parallel (the "threadiness"); default 2.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// How long [`Controller::run`] waits for the caches before giving up; default 120 s.
+    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Use this queue (e.g. with metrics or another rate limiter) instead of a default one.
+    pub fn queue(mut self, queue: RateLimitingQueue<String>) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
+    /// Record reconcile metrics (controller-runtime's names) under this controller's name.
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Registers the event handlers and returns the controller, ready to run.
+    pub fn build(self) -> Controller<K> {
+        let queue = self.queue.unwrap_or_else(|| RateLimitingQueue::new(&self.name));
+        for wire in self.wiring {
+            wire(&queue);
+        }
+        Controller {
+            metrics: self.metrics.map(|m| m.for_controller(&self.name)),
+            name: self.name,
+            primary: self.primary,
+            queue,
+            syncs: self.syncs,
+            workers: self.workers,
+            cache_sync_timeout: self.cache_sync_timeout,
+        }
+    }
+}
+
+/// A built controller: its handlers are registered and feed its queue.
+pub struct Controller<K> {
+    metrics: Option<ControllerMetrics>,
+    name: String,
+    primary: Arc<Informer<K>>,
+    queue: RateLimitingQueue<String>,
+    syncs: Vec<SyncCheck>,
+    workers: usize,
+    cache_sync_timeout: Duration,
+}
+
+impl<K> Debug for Controller<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller").field("name", &self.name).field("workers", &self.workers).finish_non_exhaustive()
+    }
+}
+
+impl<K> Controller<K> {
+    /// The controller's work queue.
+    pub fn queue(&self) -> &RateLimitingQueue<String> {
+        &self.queue
+    }
+
+    /// The primary informer.
+    pub fn primary(&self) -> &Arc<Informer<K>> {
+        &self.primary
+    }
+
+    /// Waits for the caches, runs the workers until `cancel` fires, then drains the queue
+    /// (in-flight reconciles finish) and returns. The informers are run by their owner (the
+    /// [`crate::informer::Factory`]), not here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CacheSyncTimeout`] if the caches did not sync in time; no reconcile ran.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future abandons the workers mid-reconcile; cancel through `cancel` instead.
+    pub async fn run<R: Reconciler>(self, reconciler: Arc<R>, cancel: CancellationToken) -> Result<(), Error> {
+        self.wait_for_caches(&cancel).await?;
+        if cancel.is_cancelled() {
+            self.queue.shut_down();
+            return Ok(());
+        }
+        info!(controller = %self.name, workers = self.workers, "caches synced; starting workers");
+        let workers: Vec<_> = (0..self.workers)
+            .map(|id| tokio::spawn(worker::run(id, self.queue.clone(), reconciler.clone(), self.metrics.clone())))
+            .collect();
+        cancel.cancelled().await;
+        info!(controller = %self.name, "stopping: draining in-flight reconciles");
+        self.queue.shut_down_with_drain().await;
+        for worker in workers {
+            // A worker never panics (reconcile panics are caught); a JoinError here would
+            // be a bug in the worker loop itself.
+            if let Err(err) = worker.await {
+                tracing::error!(controller = %self.name, error = %err, "worker task failed");
+            }
+        }
+        info!(controller = %self.name, "stopped");
+        Ok(())
+    }
+
+    async fn wait_for_caches(&self, cancel: &CancellationToken) -> Result<(), Error> {
+        // client-go's WaitForCacheSync polls every 100 ms too.
+        let deadline = tokio::time::Instant::now() + self.cache_sync_timeout;
+        loop {
+            let pending: Vec<&str> =
+                self.syncs.iter().filter(|(_, synced)| !synced()).map(|(kind, _)| kind.as_str()).collect();
+            if pending.is_empty() || cancel.is_cancelled() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::CacheSyncTimeout { timeout: self.cache_sync_timeout, pending: pending.join(", ") });
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
+    }
+}
+
+/// The keys of `owner`'s kind that `obj`'s controller ownerReference names.
+fn owner_keys<K, C>(obj: &C) -> Vec<String>
+where
+    K: Resource<DynamicType = ()>,
+    C: Resource<DynamicType = ()>,
+{
+    let meta = obj.meta();
+    let owner = meta.owner_references.iter().flatten().find(|r| r.controller == Some(true));
+    match owner {
+        Some(r) if r.kind == K::kind(&()) && r.api_version == K::api_version(&()) => match &meta.namespace {
+            Some(ns) => vec![format!("{ns}/{}", r.name)],
+            None => vec![r.name.clone()],
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// The event handler that turns events into keys on the queue.
+struct Enqueue<C> {
+    queue: RateLimitingQueue<String>,
+    map: Mapper<C>,
+}
+
+impl<C: Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
+    fn on_add(&self, obj: &Arc<C>) {
+        for key in (self.map)(obj) {
+            self.queue.add(key);
+        }
+    }
+
+    fn on_update(&self, old: &Arc<C>, new: &Arc<C>) {
+        // Both: when an owner reference moves, the old owner must notice it lost a child.
+        let mut keys = (self.map)(new);
+        for key in (self.map)(old) {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        for key in keys {
+            self.queue.add(key);
+        }
+    }
+
+    fn on_delete(&self, obj: &Arc<C>) {
+        self.on_add(obj);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube_core::ObjectMeta;
+
+    fn replica_set(owner_kind: &str, api_version: &str, controller: bool) -> ReplicaSet {
+        ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some("web-abc".into()),
+                namespace: Some("prod".into()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: api_version.into(),
+                    kind: owner_kind.into(),
+                    name: "web".into(),
+                    uid: "u1".into(),
+                    controller: Some(controller),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn owned_object_maps_to_its_controller_owner_key() {
+        let keys = owner_keys::<Deployment, _>(&replica_set("Deployment", "apps/v1", true));
+        assert_eq!(keys, vec!["prod/web".to_string()]);
+    }
+
+    #[test]
+    fn non_controller_owner_reference_is_ignored() {
+        assert!(owner_keys::<Deployment, _>(&replica_set("Deployment", "apps/v1", false)).is_empty());
+    }
+
+    #[test]
+    fn owner_of_another_kind_or_group_is_ignored() {
+        assert!(owner_keys::<Deployment, _>(&replica_set("StatefulSet", "apps/v1", true)).is_empty());
+        assert!(owner_keys::<Deployment, _>(&replica_set("Deployment", "other.io/v1", true)).is_empty());
+    }
+}

@@ -1,0 +1,157 @@
+//! One worker: `get` a key, reconcile it, then `forget` or `add_rate_limited`, then `done`.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use tracing::{Instrument, debug, error, info_span, warn};
+
+use super::metrics::ControllerMetrics;
+use crate::workqueue::RateLimitingQueue;
+
+/// What a successful reconcile asks of the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing more to do until the next event for this key.
+    Done,
+    /// Reconcile this key again after the delay, even without an event (e.g. to poll
+    /// something the informers do not watch).
+    RequeueAfter(Duration),
+}
+
+/// The reconcile function of a controller.
+///
+/// It is called with a key, never with an object: it reads the current object from the
+/// cache, so a burst of events for one object costs one reconcile of its latest state. It must
+/// be idempotent; a key whose object is gone should return `Ok(Action::Done)`.
+pub trait Reconciler: Send + Sync + 'static {
+    /// The error of a failed reconcile; the key is retried with per-key backoff.
+    type Error: Display + Send + 'static;
+
+    /// Brings the world in line with the object named by `key`.
+    fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+}
+
+/// Runs one worker until the queue is shut down and drained.
+pub(crate) async fn run<R: Reconciler>(
+    id: usize,
+    queue: RateLimitingQueue<String>,
+    reconciler: Arc<R>,
+    metrics: Option<ControllerMetrics>,
+) {
+    while let Some(key) = queue.get().await {
+        let attempt = queue.num_requeues(&key) + 1;
+        let span = info_span!("reconcile", key = %key, attempt, worker = id);
+        let started = Instant::now();
+        if let Some(m) = &metrics {
+            m.active_workers.inc();
+        }
+        let outcome = AssertUnwindSafe(reconciler.reconcile(&key)).catch_unwind().instrument(span.clone()).await;
+        if let Some(m) = &metrics {
+            m.active_workers.dec();
+            m.time.observe(started.elapsed().as_secs_f64());
+            match &outcome {
+                Ok(Ok(Action::Done)) => m.success.inc(),
+                Ok(Ok(Action::RequeueAfter(_))) => m.requeue_after.inc(),
+                Ok(Err(_)) => {
+                    m.errors.inc();
+                    m.error.inc()
+                }
+                Err(_) => {
+                    m.panics.inc();
+                    m.panic.inc()
+                }
+            };
+        }
+        let _entered = span.enter();
+        match outcome {
+            Ok(Ok(Action::Done)) => {
+                queue.forget(&key);
+                debug!(elapsed = ?started.elapsed(), "reconciled");
+            }
+            Ok(Ok(Action::RequeueAfter(delay))) => {
+                queue.forget(&key);
+                queue.add_after(key.clone(), delay);
+                debug!(elapsed = ?started.elapsed(), ?delay, "reconciled; requeued");
+            }
+            Ok(Err(err)) => {
+                warn!(error = %err, elapsed = ?started.elapsed(), "reconcile failed; retrying with backoff");
+                queue.add_rate_limited(key.clone());
+            }
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                error!(panic = %message, "reconcile panicked; retrying with backoff");
+                queue.add_rate_limited(key.clone());
+            }
+        }
+        queue.done(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Fails the first `failures` calls per run (panicking on the first if `panic_first`).
+    struct Flaky {
+        calls: AtomicUsize,
+        failures: usize,
+        panic_first: bool,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Reconciler for Flaky {
+        type Error = String;
+        async fn reconcile(&self, key: &str) -> Result<Action, String> {
+            let call = self.calls.fetch_add(1, Ordering::SeqCst);
+            self.seen.lock().unwrap().push(key.to_string());
+            if call == 0 && self.panic_first {
+                panic!("boom");
+            }
+            if call < self.failures { Err(format!("failure {call}")) } else { Ok(Action::Done) }
+        }
+    }
+
+    fn flaky(failures: usize, panic_first: bool) -> Arc<Flaky> {
+        Arc::new(Flaky { calls: AtomicUsize::new(0), failures, panic_first, seen: Mutex::new(Vec::new()) })
+    }
+
+    async fn run_until_calls(reconciler: Arc<Flaky>, calls: usize) -> RateLimitingQueue<String> {
+        let queue = RateLimitingQueue::new("test");
+        queue.add("ns/a".to_string());
+        let worker = tokio::spawn(run(0, queue.clone(), reconciler.clone(), None));
+        while reconciler.calls.load(Ordering::SeqCst) < calls {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Let the worker finish the bookkeeping of the last call.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        queue.shut_down_with_drain().await;
+        worker.await.unwrap();
+        queue
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_reconcile_is_retried_until_it_succeeds_then_forgotten() {
+        let reconciler = flaky(3, false);
+        let queue = run_until_calls(reconciler.clone(), 4).await;
+        assert_eq!(reconciler.calls.load(Ordering::SeqCst), 4);
+        assert_eq!(queue.num_requeues(&"ns/a".to_string()), 0, "success forgets the backoff");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn panic_in_reconcile_is_caught_and_retried() {
+        let reconciler = flaky(1, true);
+        let queue = run_until_calls(reconciler.clone(), 2).await;
+        assert_eq!(*reconciler.seen.lock().unwrap(), vec!["ns/a", "ns/a"]);
+        assert_eq!(queue.num_requeues(&"ns/a".to_string()), 0);
+    }
+}

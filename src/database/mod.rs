@@ -1,0 +1,18 @@
+//! The `Database` resource (example.com/v1) and its reconcile.
+//!
+//! - [`types`](DatabaseSpec): the CRD types, the single source of the CRD ([`crd`]).
+//! - [`children`]: the Deployment and Service a Database wants.
+//! - [`drift`]: whether a live child differs from the wanted one (write only then).
+//! - [`status`]: the status and conditions a Database should show.
+//! - [`DatabaseReconciler`]: reconcile, from the caches, with server-side apply.
+
+pub mod children;
+mod crd;
+pub mod drift;
+mod reconcile;
+pub mod status;
+mod types;
+
+pub use crd::*;
+pub use reconcile::{DatabaseReconciler, Error};
+pub use types::*;

@@ -1,0 +1,188 @@
+//! The Database reconcile: the seed's `syncHandler`, done so that it converges.
+//!
+//! For a key it reads the Database, its Deployment and its Service from the informers'
+//! caches (never a GET per reconcile), builds the children it wants ([`super::children`]),
+//! and writes with server-side apply only what differs ([`super::drift`]). The seed calls
+//! Create on every sync and fails with AlreadyExists on every resync; here an unchanged
+//! world costs no request at all.
+//!
+//! - A same-named child this Database does not control is never adopted or overwritten: the
+//!   Database gets `Degraded=True, reason ResourceExists` and a Warning event.
+//! - A child the apiserver rejects (a spec that passes the CRD schema but cannot be
+//!   realised) gets `reason InvalidSpec` and a Warning event, and is not retried until the
+//!   Database changes: retrying the same spec cannot help, so there is no hot loop.
+//! - Deletion needs no code: the children carry a controller ownerReference and go with the
+//!   Database through garbage collection. A key whose Database is gone is done.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube_client::Client;
+use kube_client::api::{Api, Patch, PatchParams};
+use kube_core::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::{debug, info};
+
+use super::status::{self, Blocker};
+use super::{Database, children, drift};
+use crate::controller::{Action, Reconciler};
+use crate::events::{EventType, Recorder};
+use crate::informer::Store;
+
+/// A failed reconcile; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A write to the apiserver failed for a reason that may pass (conflict, timeout,
+    /// throttling, an unavailable apiserver).
+    #[error("writing {what} failed: {source}")]
+    Write {
+        /// What was being written, e.g. `Deployment shop/orders`.
+        what: String,
+        /// The client's error.
+        #[source]
+        source: kube_client::Error,
+    },
+}
+
+/// The Database reconciler: caches to read from, a client to write with.
+#[derive(Clone)]
+pub struct DatabaseReconciler {
+    client: Client,
+    databases: Store<Database>,
+    deployments: Store<Deployment>,
+    services: Store<Service>,
+    recorder: Recorder,
+}
+
+impl Debug for DatabaseReconciler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseReconciler").field("databases", &self.databases.len()).finish_non_exhaustive()
+    }
+}
+
+impl DatabaseReconciler {
+    /// A reconciler reading the given caches and writing through `client`.
+    pub fn new(
+        client: Client,
+        databases: Store<Database>,
+        deployments: Store<Deployment>,
+        services: Store<Service>,
+        recorder: Recorder,
+    ) -> Self {
+        Self { client, databases, deployments, services, recorder }
+    }
+
+    async fn reconcile_database(&self, db: &Database) -> Result<Action, Error> {
+        let key = crate::informer::key_of(db);
+        let (live_deployment, live_service) = (self.deployments.get(&key), self.services.get(&key));
+        let name = db.metadata.name.clone().unwrap_or_default();
+
+        // Ownership first, for both children: writing one child while the other is foreign
+        // would, e.g., point our Service at someone else's pods.
+        let foreign = match (&live_deployment, &live_service) {
+            (Some(d), _) if !children::is_controlled_by(d.as_ref(), db) => Some("Deployment"),
+            (_, Some(s)) if !children::is_controlled_by(s.as_ref(), db) => Some("Service"),
+            _ => None,
+        };
+        let (deployment, blocker) = match foreign {
+            Some(kind) => (None, Some(Blocker::NotOwned { kind, name })),
+            None => {
+                let deployment = self.ensure(db, children::deployment(db), live_deployment).await?;
+                let service = self.ensure(db, children::service(db), live_service).await?;
+                match (deployment, service) {
+                    (Err(message), _) => (None, Some(Blocker::Rejected { kind: "Deployment", message })),
+                    (Ok(deployment), Err(message)) => {
+                        (Some(deployment), Some(Blocker::Rejected { kind: "Service", message }))
+                    }
+                    (Ok(deployment), Ok(_)) => {
+                        let failing = Blocker::from_deployment(&deployment);
+                        (Some(deployment), failing)
+                    }
+                }
+            }
+        };
+        if let Some(blocker) = &blocker {
+            self.recorder.publish(db, EventType::Warning, blocker.reason(), "Reconcile", &blocker.message()).await;
+        }
+        let now = Time(Timestamp::now());
+        let status = status::desired(db, deployment.as_deref(), blocker.as_ref(), &now);
+        if db.status.as_ref() != Some(&status) {
+            let api: Api<Database> =
+                Api::namespaced(self.client.clone(), db.metadata.namespace.as_deref().unwrap_or_default());
+            let body = serde_json::json!({
+                "apiVersion": Database::api_version(&()),
+                "kind": Database::kind(&()),
+                "status": status,
+            });
+            api.patch_status(db.metadata.name.as_deref().unwrap_or_default(), &apply_params(), &Patch::Apply(&body))
+                .await
+                .map_err(|source| Error::Write {
+                    what: format!("status of Database {}", crate::informer::key_of(db)),
+                    source,
+                })?;
+            debug!(phase = ?status.phase, "status written");
+        }
+        Ok(Action::Done)
+    }
+
+    /// Brings one child, known to be ours or absent, to `desired`, writing only when the
+    /// cached `live` object differs. The inner `Err` is the apiserver's refusal of the child.
+    async fn ensure<T>(&self, db: &Database, desired: T, live: Option<Arc<T>>) -> Result<Result<Arc<T>, String>, Error>
+    where
+        T: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let kind = T::kind(&());
+        let key = crate::informer::key_of(&desired);
+        let repair = match &live {
+            Some(live) if !drift::differs(&desired, live.as_ref()) => return Ok(Ok(live.clone())),
+            Some(_) => true,
+            None => false,
+        };
+        let api: Api<T> = Api::namespaced(self.client.clone(), desired.meta().namespace.as_deref().unwrap_or_default());
+        let name = desired.meta().name.clone().unwrap_or_default();
+        match api.patch(&name, &apply_params(), &Patch::Apply(&desired)).await {
+            Ok(written) => {
+                let (reason, note) = if repair {
+                    ("Updated", format!("updated {kind} {name} to match the Database spec"))
+                } else {
+                    ("Created", format!("created {kind} {name}"))
+                };
+                info!(child = %key, reason, "wrote {kind}");
+                self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note).await;
+                Ok(Ok(Arc::new(written)))
+            }
+            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 => Ok(Err(status.message)),
+            Err(source) => Err(Error::Write { what: format!("{kind} {key}"), source }),
+        }
+    }
+}
+
+/// Server-side apply as `database-operator`, taking over fields another manager set on our
+/// own children (a `kubectl edit` of replicas is drift to undo, not a conflict to report).
+fn apply_params() -> PatchParams {
+    PatchParams::apply(children::MANAGER).force()
+}
+
+impl Reconciler for DatabaseReconciler {
+    type Error = Error;
+
+    async fn reconcile(&self, key: &str) -> Result<Action, Error> {
+        let Some(db) = self.databases.get(key) else {
+            debug!("Database is gone; nothing to do");
+            return Ok(Action::Done);
+        };
+        if db.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::Done);
+        }
+        self.reconcile_database(&db).await
+    }
+}

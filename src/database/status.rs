@@ -1,0 +1,293 @@
+//! The status a Database should show, computed from what the operator observed.
+//!
+//! Three conditions, kept in the standard format (`type`, `status`, `reason`, `message`,
+//! `lastTransitionTime`, `observedGeneration`):
+//!
+//! | condition     | True when                                                              |
+//! |---------------|------------------------------------------------------------------------|
+//! | `Ready`       | the Deployment has rolled out the current spec and a replica is ready  |
+//! | `Progressing` | the operator is still bringing the children to the current spec        |
+//! | `Degraded`    | a child cannot be realised, or the database was ready and is not now  |
+//!
+//! `lastTransitionTime` changes only when a condition's status changes, so recomputing an
+//! unchanged state yields an equal status and the operator writes nothing.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::{Database, DatabaseStatus, Phase};
+
+/// Why the children of a Database could not be brought to the desired state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocker {
+    /// An object of the same name exists and is not controlled by this Database; the
+    /// operator never adopts or overwrites it.
+    NotOwned {
+        /// `Deployment` or `Service`.
+        kind: &'static str,
+        /// The object's name.
+        name: String,
+    },
+    /// The apiserver rejected the child built from the spec (the spec passes the CRD schema
+    /// but cannot be realised, e.g. a name too long for the labels and the Service).
+    Rejected {
+        /// `Deployment` or `Service`.
+        kind: &'static str,
+        /// The apiserver's message.
+        message: String,
+    },
+    /// The Deployment exists but cannot run its pods: its `ReplicaFailure` condition is
+    /// True (e.g. pods forbidden by a ResourceQuota or rejected by admission), or its
+    /// rollout exceeded its progress deadline.
+    DeploymentFailing {
+        /// The Deployment condition's reason, e.g. `FailedCreate`.
+        reason: String,
+        /// The Deployment condition's message.
+        message: String,
+    },
+}
+
+impl Blocker {
+    /// The Blocker a Deployment's own conditions report, if any.
+    pub fn from_deployment(deployment: &Deployment) -> Option<Self> {
+        let conditions = deployment.status.as_ref()?.conditions.as_ref()?;
+        conditions
+            .iter()
+            .find(|c| {
+                (c.type_ == "ReplicaFailure" && c.status == "True")
+                    || (c.type_ == "Progressing"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+            })
+            .map(|c| Blocker::DeploymentFailing {
+                reason: c.reason.clone().unwrap_or_else(|| c.type_.clone()),
+                message: c.message.clone().unwrap_or_default(),
+            })
+    }
+
+    /// The condition reason: `ResourceExists`, `InvalidSpec`, or the Deployment's reason.
+    pub fn reason(&self) -> &str {
+        match self {
+            Blocker::NotOwned { .. } => "ResourceExists",
+            Blocker::Rejected { .. } => "InvalidSpec",
+            Blocker::DeploymentFailing { reason, .. } => reason,
+        }
+    }
+
+    /// A message for a kubectl user: what is wrong and what to do.
+    pub fn message(&self) -> String {
+        match self {
+            Blocker::NotOwned { kind, name } => format!(
+                "{kind} {name:?} already exists and is not managed by this Database; \
+                 delete or rename it, or rename the Database"
+            ),
+            Blocker::Rejected { kind, message } => {
+                format!("the {kind} for this spec was rejected by the API server: {message}; fix the Database spec")
+            }
+            Blocker::DeploymentFailing { message, .. } => {
+                format!("the Deployment cannot run the database: {message}")
+            }
+        }
+    }
+}
+
+/// The status `db` should have, given its Deployment as last seen (if any) and what blocked
+/// the reconcile (if anything). `now` stamps conditions whose status changed.
+pub fn desired(
+    db: &Database,
+    deployment: Option<&Deployment>,
+    blocker: Option<&Blocker>,
+    now: &Time,
+) -> DatabaseStatus {
+    let generation = db.metadata.generation;
+    let previous = db.status.as_ref();
+    let ready_replicas = deployment.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0);
+    let rolled_out = deployment.is_some_and(rolled_out);
+    // Ready before, or Degraded because it lost its replicas after being ready.
+    let was_ready = previous.is_some_and(|s| match s.phase {
+        Some(Phase::Ready) => true,
+        Some(Phase::Degraded) => s.conditions.iter().any(|c| c.type_ == "Degraded" && c.reason == "NoReadyReplicas"),
+        _ => false,
+    });
+
+    let progressing_now = (true, "Reconciling", "the Deployment is rolling out the current spec".to_string());
+    let (phase, ready, progressing, degraded) = match blocker {
+        Some(blocker) => (
+            Phase::Degraded,
+            (false, blocker.reason(), blocker.message()),
+            (false, blocker.reason(), "the operator cannot proceed until the problem is fixed".to_string()),
+            (true, blocker.reason(), blocker.message()),
+        ),
+        // Once ready, a rollout that keeps a replica ready (a new image, a new size) stays Ready.
+        None if ready_replicas > 0 && (rolled_out || was_ready) => (
+            Phase::Ready,
+            (true, "DeploymentReady", format!("{ready_replicas} replica(s) ready")),
+            if rolled_out {
+                (false, "ReconcileComplete", "the Deployment and Service match the spec".to_string())
+            } else {
+                progressing_now
+            },
+            (false, "AsExpected", "the database is running as expected".to_string()),
+        ),
+        None if was_ready => (
+            Phase::Degraded,
+            (false, "NoReadyReplicas", "the database was ready and has no ready replica now".to_string()),
+            progressing_now,
+            (true, "NoReadyReplicas", "the database was ready and has no ready replica now".to_string()),
+        ),
+        None => (
+            Phase::Pending,
+            (
+                false,
+                "DeploymentNotReady",
+                "waiting for the Deployment to roll out and a replica to become ready".to_string(),
+            ),
+            progressing_now,
+            (false, "AsExpected", "nothing is wrong yet".to_string()),
+        ),
+    };
+
+    let condition = |type_: &str, (status, reason, message): (bool, &str, String)| {
+        let status = if status { "True" } else { "False" }.to_string();
+        let last_transition_time = previous
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+            .filter(|c| c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| now.clone());
+        Condition {
+            type_: type_.to_string(),
+            status,
+            reason: reason.to_string(),
+            message,
+            last_transition_time,
+            observed_generation: generation,
+        }
+    };
+    DatabaseStatus {
+        observed_generation: generation,
+        ready_replicas: Some(ready_replicas),
+        phase: Some(phase),
+        conditions: vec![
+            condition("Ready", ready),
+            condition("Progressing", progressing),
+            condition("Degraded", degraded),
+        ],
+    }
+}
+
+/// Whether the Deployment controller has acted on the Deployment's latest spec and every
+/// replica runs it.
+fn rolled_out(deployment: &Deployment) -> bool {
+    let Some(status) = &deployment.status else { return false };
+    let wanted = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    status.observed_generation >= deployment.metadata.generation
+        && status.updated_replicas.unwrap_or(0) >= wanted
+        && status.replicas.unwrap_or(0) <= wanted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::database::{DatabaseSpec, Size};
+    use k8s_openapi::api::apps::v1::DeploymentStatus;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn time(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn database() -> Database {
+        let mut db = Database::new("orders", DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        db.metadata.generation = Some(3);
+        db
+    }
+
+    fn deployment(ready: i32) -> Deployment {
+        let mut d = crate::database::children::deployment(&database());
+        d.metadata.generation = Some(1);
+        d.status = Some(DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(1),
+            updated_replicas: Some(1),
+            ready_replicas: Some(ready),
+            ..Default::default()
+        });
+        d
+    }
+
+    fn condition<'a>(status: &'a DatabaseStatus, type_: &str) -> &'a Condition {
+        status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn database_without_a_ready_replica_is_pending_and_progressing() {
+        let status = desired(&database(), Some(&deployment(0)), None, &time(10));
+        assert_eq!(status.phase, Some(Phase::Pending));
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(condition(&status, "Ready").status, "False");
+        assert_eq!(condition(&status, "Progressing").status, "True");
+    }
+
+    #[test]
+    fn rolled_out_deployment_with_a_ready_replica_makes_the_database_ready() {
+        let status = desired(&database(), Some(&deployment(1)), None, &time(10));
+        assert_eq!(status.phase, Some(Phase::Ready));
+        assert_eq!(status.ready_replicas, Some(1));
+        assert_eq!(condition(&status, "Ready").reason, "DeploymentReady");
+    }
+
+    #[test]
+    fn ready_database_that_loses_its_replica_is_degraded() {
+        let mut db = database();
+        db.status = Some(desired(&db, Some(&deployment(1)), None, &time(10)));
+        let status = desired(&db, Some(&deployment(0)), None, &time(20));
+        assert_eq!(status.phase, Some(Phase::Degraded));
+        assert_eq!(condition(&status, "Degraded").status, "True");
+    }
+
+    #[test]
+    fn foreign_child_blocks_with_resource_exists() {
+        let blocker = Blocker::NotOwned { kind: "Deployment", name: "orders".into() };
+        let status = desired(&database(), None, Some(&blocker), &time(10));
+        assert_eq!(status.phase, Some(Phase::Degraded));
+        let degraded = condition(&status, "Degraded");
+        assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "ResourceExists"));
+        assert!(degraded.message.contains("not managed by this Database"), "{}", degraded.message);
+    }
+
+    #[test]
+    fn deployment_that_cannot_create_pods_is_reported_with_its_reason() {
+        let mut failing = deployment(0);
+        failing.status.as_mut().unwrap().conditions = Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
+            type_: "ReplicaFailure".into(),
+            status: "True".into(),
+            reason: Some("FailedCreate".into()),
+            message: Some("pods \"orders-1\" is forbidden: exceeded quota".into()),
+            ..Default::default()
+        }]);
+        let blocker = Blocker::from_deployment(&failing).expect("a failing Deployment blocks");
+        let status = desired(&database(), Some(&failing), Some(&blocker), &time(10));
+        assert_eq!(status.phase, Some(Phase::Degraded));
+        let degraded = condition(&status, "Degraded");
+        assert_eq!(degraded.reason, "FailedCreate");
+        assert!(degraded.message.contains("exceeded quota"), "{}", degraded.message);
+        assert!(Blocker::from_deployment(&deployment(1)).is_none());
+    }
+
+    #[test]
+    fn unchanged_state_keeps_transition_times_so_the_status_is_equal() {
+        let mut db = database();
+        let first = desired(&db, Some(&deployment(1)), None, &time(10));
+        db.status = Some(first.clone());
+        let again = desired(&db, Some(&deployment(1)), None, &time(99));
+        assert_eq!(first, again);
+    }
+
+    #[test]
+    fn a_condition_that_flips_gets_a_new_transition_time() {
+        let mut db = database();
+        db.status = Some(desired(&db, Some(&deployment(0)), None, &time(10)));
+        let status = desired(&db, Some(&deployment(1)), None, &time(20));
+        assert_eq!(condition(&status, "Ready").last_transition_time, time(20));
+    }
+}

@@ -1,0 +1,207 @@
+//! One informer per kind, shared by every controller that asks for it.
+//!
+//! Like client-go's `SharedInformerFactory`: every `informer::<K>()` call for the same `K`
+//! returns the same [`Informer`], so two controllers watching Deployments cost one list, one
+//! watch and one cache. All informers of a factory use its client, namespace and [`Config`].
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, join_all};
+use kube_client::Client;
+use kube_core::Resource;
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::list_watch::UrlListWatch;
+use super::{Config, Error, Informer};
+
+/// Hands out one shared [`Informer`] per kind, and starts and waits for them together.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use database_operator::informer::{Config, Factory};
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn example(client: kube_client::Client) -> Result<(), database_operator::informer::Error> {
+/// let factory = Factory::new(client, Some("default".into()), Config::default());
+/// let deployments = factory.informer::<Deployment>();
+/// let cancel = CancellationToken::new();
+/// let tasks = factory.start(cancel.clone());
+/// factory.wait_for_cache_sync(Duration::from_secs(60)).await?;
+/// println!("{} deployments", deployments.store().len());
+/// cancel.cancel();
+/// for task in tasks {
+///     task.await.unwrap();
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Factory {
+    client: Client,
+    namespace: Option<String>,
+    config: Config,
+    informers: Mutex<HashMap<TypeId, Entry>>,
+}
+
+struct Entry {
+    informer: Arc<dyn Any + Send + Sync>,
+    erased: Arc<dyn Erased>,
+    started: bool,
+}
+
+impl fmt::Debug for Factory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let resources: Vec<String> = self.erased().iter().map(|informer| informer.resource().to_string()).collect();
+        f.debug_struct("Factory")
+            .field("namespace", &self.namespace)
+            .field("informers", &resources)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Factory {
+    /// A factory of informers over `client`, in `namespace` (all namespaces when `None`;
+    /// cluster-scoped kinds ignore it), all configured with `config`.
+    pub fn new(client: Client, namespace: Option<String>, config: Config) -> Self {
+        Factory { client, namespace, config, informers: Mutex::new(HashMap::new()) }
+    }
+
+    /// The shared informer of `K`, created on first use. An informer created after
+    /// [`start`](Self::start) is started by the next `start`.
+    pub fn informer<K>(&self) -> Arc<Informer<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    {
+        let mut informers = self.informers.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = informers.entry(TypeId::of::<K>()).or_insert_with(|| {
+            let list_watch = UrlListWatch::<K>::new(self.client.clone(), self.namespace.as_deref());
+            let informer = Arc::new(Informer::from_list_watch(list_watch, self.config.clone()));
+            Entry { informer: informer.clone(), erased: informer, started: false }
+        });
+        entry.informer.clone().downcast::<Informer<K>>().expect("entries are keyed by the TypeId of their kind")
+    }
+
+    /// Runs every informer not yet started, each on its own task, until `cancel` fires. Await
+    /// the handles after cancelling to know they stopped.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn start(&self, cancel: CancellationToken) -> Vec<JoinHandle<()>> {
+        let mut informers = self.informers.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tasks = Vec::new();
+        for entry in informers.values_mut().filter(|entry| !entry.started) {
+            entry.started = true;
+            tasks.push(tokio::spawn(entry.erased.clone().run(cancel.clone())));
+        }
+        tasks
+    }
+
+    /// Waits until every informer created so far has synced.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SyncTimeout`] naming the resources not synced after `timeout`.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), Error> {
+        let informers = self.erased();
+        let all_synced = join_all(informers.iter().map(|informer| informer.synced()));
+        if tokio::time::timeout(timeout, all_synced).await.is_ok() {
+            return Ok(());
+        }
+        let pending: Vec<&str> = informers.iter().filter(|i| !i.has_synced()).map(|i| i.resource()).collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        Err(Error::SyncTimeout { resources: pending.join(", "), timeout })
+    }
+
+    fn erased(&self) -> Vec<Arc<dyn Erased>> {
+        let informers = self.informers.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut erased: Vec<_> = informers.values().map(|entry| entry.erased.clone()).collect();
+        erased.sort_by(|a, b| a.resource().cmp(b.resource()));
+        erased
+    }
+}
+
+/// What the factory does with an informer without knowing its kind.
+trait Erased: Send + Sync {
+    fn resource(&self) -> &str;
+    fn has_synced(&self) -> bool;
+    fn synced(&self) -> BoxFuture<'_, ()>;
+    fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()>;
+}
+
+impl<K: Resource<DynamicType = ()> + Send + Sync + 'static> Erased for Informer<K> {
+    fn resource(&self) -> &str {
+        Informer::resource(self)
+    }
+
+    fn has_synced(&self) -> bool {
+        Informer::has_synced(self)
+    }
+
+    fn synced(&self) -> BoxFuture<'_, ()> {
+        Informer::synced(self).boxed()
+    }
+
+    fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()> {
+        async move { Informer::run(&self, cancel).await }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn factory() -> Factory {
+        // Never connects: nothing here lists or watches.
+        let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Factory::new(Client::try_from(config).unwrap(), Some("ns".into()), Config::default())
+    }
+
+    #[tokio::test]
+    async fn the_same_kind_gets_the_same_informer() {
+        let factory = factory();
+        let a = factory.informer::<ConfigMap>();
+        let b = factory.informer::<ConfigMap>();
+        assert!(Arc::ptr_eq(&a, &b));
+        let deployments = factory.informer::<Deployment>();
+        assert_eq!(deployments.resource(), "deployments.apps");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_for_cache_sync_names_the_informers_that_did_not_sync() {
+        let factory = factory();
+        factory.informer::<ConfigMap>();
+        factory.informer::<Deployment>();
+        let error = factory.wait_for_cache_sync(Duration::from_secs(5)).await.unwrap_err();
+        assert!(error.is_sync_timeout());
+        assert!(error.to_string().contains("configmaps, deployments.apps"), "{error}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn start_runs_each_informer_once_and_cancel_stops_them() {
+        let factory = factory();
+        factory.informer::<ConfigMap>();
+        let cancel = CancellationToken::new();
+        let mut tasks = factory.start(cancel.clone());
+        assert_eq!(tasks.len(), 1);
+        factory.informer::<Deployment>();
+        let later = factory.start(cancel.clone());
+        assert_eq!(later.len(), 1, "only the new informer starts");
+        tasks.extend(later);
+        cancel.cancel();
+        for task in tasks {
+            task.await.unwrap();
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The seam to the apiserver: one list page, or one watch.
+//!
+//! The reflector talks to the apiserver only through [`ListWatch`], so a test can put a scripted
+//! fake in its place to inject faults (410 Gone, refused streaming lists, dropped streams) that a
+//! real apiserver produces only now and then. It is implemented for [`kube_client::Api`], and for
+//! a plain URL on a [`kube_client::Client`] (what the [`Factory`](super::Factory) uses, since it
+//! must reach any kind, namespaced or not, with or without a namespace).
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use kube_client::{Api, Client};
+use kube_core::params::{ListParams, WatchParams};
+use kube_core::{ObjectList, Request, Resource, WatchEvent};
+use serde::de::DeserializeOwned;
+
+use super::Error;
+
+/// The events of one watch, until the apiserver closes it.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
+
+/// One page of a list.
+#[derive(Clone, Debug)]
+pub struct ListPage<K> {
+    /// The objects of this page.
+    pub items: Vec<K>,
+    /// The resourceVersion the list was read at (`metadata.resourceVersion`).
+    pub resource_version: Option<String>,
+    /// The token for the next page (`metadata.continue`); `None` or empty on the last page.
+    pub continue_token: Option<String>,
+}
+
+impl<K: Clone> From<ObjectList<K>> for ListPage<K> {
+    fn from(list: ObjectList<K>) -> Self {
+        ListPage {
+            items: list.items,
+            resource_version: list.metadata.resource_version,
+            continue_token: list.metadata.continue_,
+        }
+    }
+}
+
+/// Lists and watches one collection (one kind, in one namespace or all, with fixed selectors).
+///
+/// Implementations do exactly one request per call and never retry: retrying, backing off and
+/// relisting are the reflector's job.
+pub trait ListWatch<K>: Send + Sync + 'static {
+    /// One page of a list, with `params` as given (the reflector sets `limit`, `continue` and
+    /// the selectors).
+    fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>>;
+
+    /// Opens a watch from `resource_version` ("" with `params.send_initial_events` for a
+    /// streaming list).
+    fn watch<'a>(
+        &'a self,
+        params: &'a WatchParams,
+        resource_version: &'a str,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
+}
+
+impl<K> ListWatch<K> for Api<K>
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+{
+    fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
+        async move { Ok(Api::list(self, params).await?.into()) }.boxed()
+    }
+
+    fn watch<'a>(
+        &'a self,
+        params: &'a WatchParams,
+        resource_version: &'a str,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
+        async move {
+            let stream = Api::watch(self, params, resource_version).await?;
+            Ok(stream.map(|event| event.map_err(Error::from)).boxed())
+        }
+        .boxed()
+    }
+}
+
+/// Lists and watches the collection at a URL path (`/api/v1/namespaces/ns/configmaps`).
+pub(crate) struct UrlListWatch<K> {
+    client: Client,
+    request: Request,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> fmt::Debug for UrlListWatch<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UrlListWatch").field("url", &self.request.url_path).finish_non_exhaustive()
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> UrlListWatch<K> {
+    /// The collection of `K` in `namespace`, or across namespaces when `None`. A namespace is
+    /// ignored for a cluster-scoped kind, as `kubectl get nodes -n x` ignores it.
+    pub(crate) fn new(client: Client, namespace: Option<&str>) -> Self {
+        let namespace = namespace.filter(|ns| !ns.is_empty() && is_namespaced::<K>());
+        UrlListWatch { client, request: Request::new(K::url_path(&(), namespace)), _kind: PhantomData }
+    }
+
+    /// The URL path of the collection.
+    #[cfg(test)]
+    pub(crate) fn url(&self) -> &str {
+        &self.request.url_path
+    }
+}
+
+/// Whether `K` lives in namespaces. `Resource::Scope` is a marker type with no methods, and
+/// `TypeId` would need `K::Scope: 'static` (a bound every caller would have to repeat), so the
+/// type's name decides: every cluster-scoped kind, built in or derived by kube-derive, has
+/// `Scope = k8s_openapi::ClusterResourceScope`.
+fn is_namespaced<K: Resource>() -> bool {
+    !std::any::type_name::<K::Scope>().ends_with("ClusterResourceScope")
+}
+
+impl<K> ListWatch<K> for UrlListWatch<K>
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+{
+    fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
+        async move {
+            let mut request = self.request.list(params).map_err(kube_client::Error::BuildRequest)?;
+            request.extensions_mut().insert("list");
+            Ok(self.client.request::<ObjectList<K>>(request).await?.into())
+        }
+        .boxed()
+    }
+
+    fn watch<'a>(
+        &'a self,
+        params: &'a WatchParams,
+        resource_version: &'a str,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
+        async move {
+            let mut request = self.request.watch(params, resource_version).map_err(kube_client::Error::BuildRequest)?;
+            request.extensions_mut().insert("watch");
+            let stream = self.client.request_events::<K>(request).await?;
+            Ok(stream.map(|event| event.map_err(Error::from)).boxed())
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+
+    fn client() -> Client {
+        // Never connects: the tests only look at URLs.
+        let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn namespace_applies_to_namespaced_kinds_only() {
+        assert_eq!(UrlListWatch::<ConfigMap>::new(client(), Some("ns")).url(), "/api/v1/namespaces/ns/configmaps");
+        assert_eq!(UrlListWatch::<ConfigMap>::new(client(), None).url(), "/api/v1/configmaps");
+        assert_eq!(UrlListWatch::<Namespace>::new(client(), Some("ns")).url(), "/api/v1/namespaces");
+    }
+}

@@ -1,0 +1,26 @@
+//! database-operator: a Kubernetes operator for `Database` resources (group `example.com`).
+//!
+//! The architecture is one way, top to bottom, the way client-go's sample controller is built:
+//!
+//! ```text
+//! apiserver --list/watch--> informer --> store (cache) --> handlers --> workqueue
+//!                                                                        |
+//!            apiserver <--server-side apply-- reconcile <-- N workers <--+
+//! ```
+//!
+//! - [`informer`]: list, then watch from the list's resourceVersion; resume, relist on 410 Gone,
+//!   back off on errors; keeps an indexed cache and calls event handlers.
+//! - [`workqueue`]: a rate-limiting work queue with client-go's semantics.
+//! - [`controller`]: N workers draining the queue into a reconcile function.
+//! - [`database`]: the `Database` resource, its children and its reconcile.
+//! - [`operator`]: all of the above assembled for the binary; [`cli`] its flags.
+//! - [`events`], [`throttle`]: Kubernetes Events with series, client-side API throttling.
+
+pub mod cli;
+pub mod controller;
+pub mod database;
+pub mod events;
+pub mod informer;
+pub mod operator;
+pub mod throttle;
+pub mod workqueue;

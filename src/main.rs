@@ -1,0 +1,72 @@
+//! The `database-operator` binary: parse flags, set up logging, run until a signal.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use database_operator::cli::{Cli, Command, LogFormat};
+use database_operator::{database, operator};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Crd) = cli.command {
+        print!("{}", database::crd_yaml());
+        return ExitCode::SUCCESS;
+    }
+    let args = cli.run_args();
+    let filter = EnvFilter::try_new(&args.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    match args.log_format {
+        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        LogFormat::Json => tracing_subscriber::fmt().json().with_env_filter(filter).init(),
+    }
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
+    let client =
+        operator::client(args.kubeconfig.as_deref(), args.context.as_deref(), args.kube_api_qps, args.kube_api_burst)
+            .await?;
+    let identity = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("database-operator-{}", std::process::id()));
+    let options = operator::Options {
+        namespace: args.namespace.clone(),
+        workers: args.workers,
+        resync_period: (!args.resync_period.is_zero()).then_some(args.resync_period),
+        cache_sync_timeout: std::time::Duration::from_secs(120),
+        identity,
+    };
+
+    let cancel = CancellationToken::new();
+    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let operator = tokio::spawn(operator::run(client, options, cancel.clone()));
+    tokio::pin!(operator);
+    tokio::select! {
+        result = &mut operator => return Ok(result.context("the operator task failed")??),
+        _ = terminate.recv() => info!("SIGTERM: shutting down"),
+        _ = interrupt.recv() => info!("SIGINT: shutting down"),
+    }
+    cancel.cancel();
+    // A second signal, or the grace period running out, exits at once.
+    tokio::select! {
+        result = &mut operator => Ok(result.context("the operator task failed")??),
+        _ = terminate.recv() => anyhow::bail!("second signal: exiting without waiting for in-flight reconciles"),
+        _ = interrupt.recv() => anyhow::bail!("second signal: exiting without waiting for in-flight reconciles"),
+        _ = tokio::time::sleep(args.graceful_shutdown_timeout) => {
+            warn!(timeout = ?args.graceful_shutdown_timeout, "in-flight reconciles did not finish within --graceful-shutdown-timeout");
+            anyhow::bail!("graceful shutdown timed out")
+        }
+    }
+}

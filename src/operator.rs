@@ -1,0 +1,131 @@
+//! The Database operator assembled: a client, the informers, the controller, and a run
+//! until cancelled.
+//!
+//! ```text
+//! Factory ── Database informer ──┐
+//!         ── Deployment informer ┼─> controller "database" (queue, N workers) ─> DatabaseReconciler
+//!         ── Service informer ───┘
+//! ```
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube_client::Client;
+use kube_client::client::ClientBuilder;
+use kube_client::config::{Config, KubeConfigOptions, Kubeconfig};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::controller;
+use crate::database::{Database, DatabaseReconciler};
+use crate::events::Recorder;
+use crate::informer::{self, Factory, key_of};
+use crate::throttle::ThrottleLayer;
+
+/// What can stop the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No usable cluster configuration.
+    #[error("cannot load a Kubernetes configuration: {0}; pass --kubeconfig, set KUBECONFIG, or run in a cluster")]
+    Config(String),
+    /// The client could not be built from the configuration.
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube_client::Error),
+    /// The controller stopped with an error.
+    #[error(transparent)]
+    Controller(#[from] controller::Error),
+}
+
+/// How to run the operator.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Only this namespace, or all.
+    pub namespace: Option<String>,
+    /// Parallel reconciles.
+    pub workers: usize,
+    /// Periodic resync of every cached object; `None` disables it.
+    pub resync_period: Option<Duration>,
+    /// How long to wait for the caches before failing.
+    pub cache_sync_timeout: Duration,
+    /// The reporting instance of events (the pod or host name).
+    pub identity: String,
+}
+
+/// A client for `kubeconfig` (else in-cluster config, else the default kubeconfig), with
+/// every request throttled to `qps` and `burst`.
+///
+/// # Errors
+///
+/// [`Error::Config`] when no configuration can be loaded; [`Error::Client`] when it is unusable.
+pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>, qps: f32, burst: u32) -> Result<Client, Error> {
+    let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(file, &options).await.map_err(|e| Error::Config(e.to_string()))?
+        }
+        None => match Config::incluster() {
+            Ok(config) if context.is_none() => config,
+            _ => Config::from_kubeconfig(&options).await.map_err(|e| Error::Config(e.to_string()))?,
+        },
+    };
+    let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
+    Ok(builder.with_layer(&ThrottleLayer::new(qps, burst)).build())
+}
+
+/// Runs the Database controller until `cancel` fires, then drains in-flight reconciles and
+/// stops the informers.
+///
+/// # Errors
+///
+/// [`Error::Controller`] if the caches did not sync in time.
+pub async fn run(client: Client, options: Options, cancel: CancellationToken) -> Result<(), Error> {
+    let config = informer::Config { resync_period: options.resync_period, ..Default::default() };
+    let factory = Factory::new(client.clone(), options.namespace.clone(), config);
+    let databases = factory.informer::<Database>();
+    let deployments = factory.informer::<Deployment>();
+    let services = factory.informer::<Service>();
+
+    let reconciler = DatabaseReconciler::new(
+        client.clone(),
+        databases.store(),
+        deployments.store(),
+        services.store(),
+        Recorder::new(client, "example.com/database-operator", &options.identity),
+    );
+    let controller = controller::Builder::new("database", databases.clone())
+        .owns(deployments.clone())
+        .owns(services.clone())
+        // A same-named object the Database does not own blocks it; when that object changes
+        // or goes away, the Database must be looked at again.
+        .watches(deployments, same_name_database(&databases))
+        .watches(services, same_name_database(&databases))
+        .workers(options.workers)
+        .cache_sync_timeout(options.cache_sync_timeout)
+        .build();
+
+    let informers_cancel = cancel.child_token();
+    let informer_tasks = factory.start(informers_cancel.clone());
+    info!(namespace = options.namespace.as_deref().unwrap_or("<all>"), workers = options.workers, "starting");
+    let result = controller.run(Arc::new(reconciler), cancel).await;
+    informers_cancel.cancel();
+    for task in informer_tasks {
+        let _ = task.await;
+    }
+    result.map_err(Error::from)
+}
+
+/// Maps any object to the key of the Database of the same namespace and name, if one exists.
+fn same_name_database<C>(databases: &informer::Informer<Database>) -> impl Fn(&C) -> Vec<String> + Send + Sync + 'static
+where
+    C: kube_core::Resource<DynamicType = ()>,
+{
+    let store = databases.store();
+    move |obj: &C| {
+        let key = key_of(obj);
+        if store.get(&key).is_some() { vec![key] } else { Vec::new() }
+    }
+}

@@ -1,0 +1,466 @@
+//! The plain work queue, client-go's `queue.go`: fair, stingy, one worker per key.
+//!
+//! Everything lives under one mutex: the FIFO of keys ready for a worker and one map entry per
+//! key that is dirty (waiting to be processed) or processing. An entry exists exactly while its
+//! key is dirty or processing, so one hash lookup answers both questions, and a key re-added while
+//! processing is queued again by `done`. Getters wait on a [`Notify`]; the lock is never held
+//! across an `.await`.
+
+use std::collections::VecDeque;
+use std::collections::hash_map::{Entry, HashMap};
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::hash::RandomSeed;
+use super::metrics::{QueueMetrics, UnfinishedWork};
+
+/// What a work queue key must be: cheap to clone (it is stored twice), hashable, and shareable
+/// between worker tasks. Implemented for every type that qualifies.
+pub trait Key: Clone + Eq + Hash + Send + Sync + Debug + 'static {}
+
+impl<T: Clone + Eq + Hash + Send + Sync + Debug + 'static> Key for T {}
+
+/// Where one key stands. The entry exists only while `dirty || processing`.
+#[derive(Debug, Default)]
+struct ItemState {
+    /// Waiting to be processed (queued, or processing and to be queued again by `done`).
+    dirty: bool,
+    /// A worker holds it.
+    processing: bool,
+    /// When it became dirty; kept only with metrics (queue duration).
+    queued_at: Option<Instant>,
+    /// When a worker got it; kept only with metrics (work duration, unfinished work).
+    started_at: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct State<K> {
+    /// Keys ready for a worker, in order; each is dirty and not processing.
+    queue: VecDeque<K>,
+    items: HashMap<K, ItemState, RandomSeed>,
+    /// How many entries of `items` are processing.
+    processing: usize,
+    shutting_down: bool,
+    /// A `shut_down_with_drain` is waiting for `processing` to reach zero.
+    drain: bool,
+}
+
+impl<K: Key> State<K> {
+    /// Marks `key` dirty; returns whether it was pushed onto the queue (so a getter must be woken).
+    fn mark_dirty(&mut self, key: K, metrics: Option<&QueueMetrics>) -> bool {
+        match self.items.entry(key) {
+            Entry::Occupied(mut entry) => {
+                // An entry that is not dirty is processing: `done` will queue it again.
+                let item = entry.get_mut();
+                if !item.dirty {
+                    item.dirty = true;
+                    if let Some(metrics) = metrics {
+                        metrics.added();
+                        item.queued_at = Some(Instant::now());
+                    }
+                }
+                false
+            }
+            Entry::Vacant(entry) => {
+                self.queue.push_back(entry.key().clone());
+                let queued_at = metrics.map(|metrics| {
+                    metrics.added();
+                    Instant::now()
+                });
+                entry.insert(ItemState { dirty: true, queued_at, ..ItemState::default() });
+                true
+            }
+        }
+    }
+}
+
+/// The plain work queue (see the module docs). Shared by reference; the delaying layer owns it.
+#[derive(Debug)]
+pub(crate) struct Queue<K> {
+    state: Mutex<State<K>>,
+    /// Mirrors `State::shutting_down` for lock-free reads.
+    shutting_down: AtomicBool,
+    /// Wakes getters: one per queued key, all on shutdown.
+    ready: Notify,
+    /// Wakes `shut_down_with_drain` when the last processing key is done.
+    idle: Notify,
+    metrics: Option<QueueMetrics>,
+}
+
+impl<K: Key> Queue<K> {
+    pub(crate) fn new(metrics: Option<QueueMetrics>) -> Self {
+        Queue {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                items: HashMap::default(),
+                processing: 0,
+                shutting_down: false,
+                drain: false,
+            }),
+            shutting_down: AtomicBool::new(false),
+            ready: Notify::new(),
+            idle: Notify::new(),
+            metrics,
+        }
+    }
+
+    /// The lock guards no invariant a panicking holder could break halfway that we then rely on,
+    /// so a poisoned lock is used as is.
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn metrics(&self) -> Option<&QueueMetrics> {
+        self.metrics.as_ref()
+    }
+
+    pub(crate) fn add(&self, key: K) {
+        let queued = {
+            let mut state = self.lock();
+            !state.shutting_down && state.mark_dirty(key, self.metrics.as_ref())
+        };
+        if queued {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Adds several keys under one lock (the delaying timer firing).
+    pub(crate) fn add_all(&self, keys: impl IntoIterator<Item = K>) {
+        let queued = {
+            let mut state = self.lock();
+            if state.shutting_down {
+                return;
+            }
+            keys.into_iter().map(|key| state.mark_dirty(key, self.metrics.as_ref())).filter(|queued| *queued).count()
+        };
+        for _ in 0..queued {
+            self.ready.notify_one();
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// Takes the next key if there is one; `Ready(None)` once shut down and empty.
+    fn try_get(&self) -> Poll<Option<K>> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Some(key) = state.queue.pop_front() else {
+            return if state.shutting_down { Poll::Ready(None) } else { Poll::Pending };
+        };
+        // Invariant: a queued key has an entry, dirty and not processing.
+        let item = state.items.get_mut(&key).expect("a queued key has an entry");
+        debug_assert!(item.dirty && !item.processing, "queued key {key:?} is {item:?}");
+        item.dirty = false;
+        item.processing = true;
+        state.processing += 1;
+        if let Some(metrics) = &self.metrics {
+            let now = Instant::now();
+            metrics.got(item.queued_at.take().map(|at| now - at));
+            item.started_at = Some(now);
+        }
+        Poll::Ready(Some(key))
+    }
+
+    pub(crate) async fn get(&self) -> Option<K> {
+        loop {
+            if let Poll::Ready(key) = self.try_get() {
+                return key;
+            }
+            // Register before looking again, so an `add` between the look and the wait wakes us.
+            let mut notified = pin!(self.ready.notified());
+            notified.as_mut().enable();
+            if let Poll::Ready(key) = self.try_get() {
+                return key;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn done(&self, key: &K) {
+        let (queued, idle) = {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            // One lookup on the common path: take the entry out, put it back only if still dirty.
+            let Some((key, mut item)) = state.items.remove_entry(key) else {
+                return;
+            };
+            if !item.processing {
+                state.items.insert(key, item);
+                return;
+            }
+            item.processing = false;
+            state.processing -= 1;
+            if let (Some(metrics), Some(started_at)) = (&self.metrics, item.started_at.take()) {
+                metrics.finished(started_at.elapsed());
+            }
+            let queued = item.dirty;
+            if queued {
+                state.queue.push_back(key.clone());
+                state.items.insert(key, item);
+            }
+            (queued, state.processing == 0 && state.drain)
+        };
+        if queued {
+            self.ready.notify_one();
+        }
+        if idle {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Marks the queue shutting down and wakes every waiter; `drain` makes `wait_for_drain` wait.
+    pub(crate) fn begin_shut_down(&self, drain: bool) {
+        {
+            let mut state = self.lock();
+            state.shutting_down = true;
+            state.drain = drain;
+            self.shutting_down.store(true, Ordering::Release);
+        }
+        self.ready.notify_waiters();
+        self.idle.notify_waiters();
+    }
+
+    pub(crate) fn shut_down(&self) {
+        self.begin_shut_down(false);
+    }
+
+    #[cfg(test)]
+    pub(crate) async fn shut_down_with_drain(&self) {
+        self.begin_shut_down(true);
+        self.wait_for_drain().await;
+    }
+
+    /// Waits until no key is processing, or until a plain `shut_down` cancels the drain.
+    pub(crate) async fn wait_for_drain(&self) {
+        loop {
+            let mut notified = pin!(self.idle.notified());
+            notified.as_mut().enable();
+            {
+                let state = self.lock();
+                if state.processing == 0 || !state.drain {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+impl<K: Key> UnfinishedWork for Queue<K> {
+    fn unfinished_work(&self, now: Instant) -> (f64, f64) {
+        let state = self.lock();
+        state
+            .items
+            .values()
+            .filter_map(|item| item.started_at)
+            .map(|started_at| (now - started_at).as_secs_f64())
+            .fold((0.0, 0.0), |(total, longest), seconds| (total + seconds, f64::max(longest, seconds)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn queue() -> Queue<&'static str> {
+        Queue::new(None)
+    }
+
+    /// `get` when the test knows a key is ready: no waiting.
+    fn get_now(queue: &Queue<&'static str>) -> Option<&'static str> {
+        match queue.try_get() {
+            Poll::Ready(key) => key,
+            Poll::Pending => panic!("expected a key to be ready"),
+        }
+    }
+
+    #[test]
+    fn keys_come_out_in_the_order_they_were_added() {
+        let queue = queue();
+        for key in ["a", "b", "c"] {
+            queue.add(key);
+        }
+        assert_eq!([get_now(&queue), get_now(&queue), get_now(&queue)], [Some("a"), Some("b"), Some("c")]);
+    }
+
+    #[test]
+    fn a_key_added_twice_while_waiting_is_queued_once() {
+        let queue = queue();
+        queue.add("a");
+        queue.add("b");
+        queue.add("a");
+        assert_eq!(queue.len(), 2);
+        assert_eq!(get_now(&queue), Some("a"));
+        assert_eq!(get_now(&queue), Some("b"));
+        assert_eq!(queue.try_get(), Poll::Pending);
+    }
+
+    #[test]
+    fn a_key_added_while_processing_is_not_handed_out_until_done() {
+        let queue = queue();
+        queue.add("a");
+        assert_eq!(get_now(&queue), Some("a"));
+        queue.add("a");
+        assert_eq!(queue.len(), 0, "a processing key is not queued");
+        assert_eq!(queue.try_get(), Poll::Pending);
+        queue.done(&"a");
+        assert_eq!(queue.len(), 1);
+        assert_eq!(get_now(&queue), Some("a"));
+    }
+
+    #[test]
+    fn a_done_key_that_was_not_re_added_is_forgotten() {
+        let queue = queue();
+        queue.add("a");
+        get_now(&queue);
+        queue.done(&"a");
+        assert_eq!(queue.len(), 0);
+        assert!(queue.lock().items.is_empty());
+    }
+
+    #[test]
+    fn done_for_a_key_that_is_not_processing_is_ignored() {
+        let queue = queue();
+        queue.done(&"never-added");
+        queue.add("a");
+        queue.done(&"a");
+        assert_eq!(queue.len(), 1, "still queued once");
+        assert_eq!(get_now(&queue), Some("a"));
+        assert_eq!(queue.try_get(), Poll::Pending);
+    }
+
+    #[test]
+    fn an_add_after_shut_down_is_ignored() {
+        let queue = queue();
+        queue.shut_down();
+        queue.add("a");
+        assert_eq!(queue.len(), 0);
+        assert!(queue.is_shutting_down());
+    }
+
+    #[tokio::test]
+    async fn get_hands_out_queued_keys_after_shut_down_then_returns_none() {
+        let queue = queue();
+        queue.add("a");
+        queue.shut_down();
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(queue.get().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_key_re_added_while_processing_before_shut_down_is_handed_out_again() {
+        let queue = queue();
+        queue.add("a");
+        assert_eq!(queue.get().await, Some("a"));
+        queue.add("a");
+        queue.shut_down();
+        queue.done(&"a");
+        assert_eq!(queue.get().await, Some("a"));
+        queue.done(&"a");
+        assert_eq!(queue.get().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_get_returns_the_next_added_key() {
+        let queue = Arc::new(queue());
+        let getter = tokio::spawn({
+            let queue = Arc::clone(&queue);
+            async move { queue.get().await }
+        });
+        tokio::task::yield_now().await;
+        queue.add("a");
+        assert_eq!(getter.await.unwrap(), Some("a"));
+    }
+
+    #[tokio::test]
+    async fn shut_down_wakes_every_waiting_get_with_none() {
+        let queue = Arc::new(queue());
+        let getters: Vec<_> = (0..3)
+            .map(|_| {
+                let queue = Arc::clone(&queue);
+                tokio::spawn(async move { queue.get().await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        queue.shut_down();
+        for getter in getters {
+            assert_eq!(getter.await.unwrap(), None);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_get_passes_its_wake_up_to_another_getter() {
+        let queue = Arc::new(queue());
+        let mut cancelled = Box::pin(queue.get());
+        assert!(futures::poll!(cancelled.as_mut()).is_pending());
+        let waiting = tokio::spawn({
+            let queue = Arc::clone(&queue);
+            async move { queue.get().await }
+        });
+        tokio::task::yield_now().await;
+        queue.add("a");
+        drop(cancelled);
+        assert_eq!(waiting.await.unwrap(), Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_with_drain_waits_for_processing_keys_to_be_done() {
+        let queue = Arc::new(queue());
+        queue.add("a");
+        assert_eq!(queue.get().await, Some("a"));
+        let drain = tokio::spawn({
+            let queue = Arc::clone(&queue);
+            async move { queue.shut_down_with_drain().await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!drain.is_finished(), "a key is still processing");
+        queue.done(&"a");
+        tokio::time::timeout(Duration::from_secs(1), drain).await.expect("drain returns once the key is done").unwrap();
+    }
+
+    #[tokio::test]
+    async fn shut_down_with_drain_returns_at_once_when_nothing_is_processing() {
+        let queue = queue();
+        queue.add("a");
+        queue.shut_down_with_drain().await;
+        assert_eq!(queue.get().await, Some("a"), "queued keys are still handed out");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_ends_a_drain_that_waits_for_a_key_never_done() {
+        let queue = Arc::new(queue());
+        queue.add("a");
+        queue.get().await;
+        let drain = tokio::spawn({
+            let queue = Arc::clone(&queue);
+            async move { queue.shut_down_with_drain().await }
+        });
+        tokio::task::yield_now().await;
+        queue.shut_down();
+        tokio::time::timeout(Duration::from_secs(1), drain).await.expect("shut_down ends the drain").unwrap();
+    }
+
+    #[test]
+    fn unfinished_work_is_zero_without_metrics() {
+        let queue = queue();
+        queue.add("a");
+        get_now(&queue);
+        assert_eq!(queue.unfinished_work(Instant::now()), (0.0, 0.0));
+    }
+}

@@ -1,0 +1,97 @@
+//! Helpers shared by the end-to-end tests: a client for the running control plane, a fresh
+//! namespace per test, the CRD, and waiting on a condition with a deadline.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_client::Client;
+use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube_core::ObjectMeta;
+
+const NO_PLANE: &str = "no control plane: KUBECONFIG is not set. Start one with \
+`hack/control-plane.sh up` and `eval $(hack/control-plane.sh env)`, or run the whole suite with `hack/test.sh`";
+
+/// A client for the plane named by `KUBECONFIG`. Panics with instructions when there is none:
+/// an end-to-end test never skips silently.
+pub(crate) async fn client() -> Client {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        panic!("{NO_PLANE}");
+    }
+    Client::try_default()
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the control plane in KUBECONFIG ({err}); {NO_PLANE}"))
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub(crate) async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A namespace of the test's own, so tests run in parallel; deleted when dropped.
+pub(crate) struct TestNamespace {
+    /// The namespace's name.
+    pub(crate) name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    /// Creates `e2e-<prefix>-<random>` and waits for its `default` ServiceAccount, without
+    /// which no pod can be created in it.
+    pub(crate) async fn create(client: &Client, prefix: &str) -> Self {
+        let name = format!("e2e-{prefix}-{:08x}", rand::random::<u32>());
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let namespace =
+            Namespace { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+        namespaces.create(&PostParams::default(), &namespace).await.expect("create the test namespace");
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        wait_until("the namespace's default ServiceAccount", Duration::from_secs(30), || async {
+            accounts.get_opt("default").await.ok().flatten()
+        })
+        .await;
+        Self { name, client: client.clone() }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        // Best effort and without waiting: the namespace controller removes what is inside.
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let name = self.name.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = namespaces.delete(&name, &DeleteParams::default()).await;
+            });
+        }
+    }
+}
+
+/// Applies the Database CRD (server-side) and waits until the apiserver serves it.
+pub(crate) async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = database_operator::database::crd();
+    let name = crd.metadata.name.clone().expect("the CRD has a name");
+    crds.patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&crd))
+        .await
+        .expect("apply the Database CRD");
+    wait_until("the Database CRD to be Established", Duration::from_secs(30), || async {
+        let crd = crds.get(&name).await.ok()?;
+        let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+        established.then_some(())
+    })
+    .await;
+}

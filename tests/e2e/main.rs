@@ -1,0 +1,7 @@
+//! End-to-end tests against the real control plane started by `hack/control-plane.sh up`
+//! (`hack/test.sh` starts and stops it around the suite). Each test works in a namespace of
+//! its own, so they run in parallel.
+
+mod common;
+mod operator;
+mod plane;

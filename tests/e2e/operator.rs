@@ -1,0 +1,370 @@
+//! The Database operator on the real control plane. Each test runs its own operator, in
+//! process, scoped to its own namespace (`--namespace`), so the tests run in parallel.
+
+use std::time::Duration;
+
+use database_operator::database::{Database, DatabaseSpec, Phase, Size};
+use database_operator::operator::{self, Options};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube_client::Client;
+use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube_core::{ApiResource, DynamicObject, ObjectMeta};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{TestNamespace, client, install_crd, wait_until};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+
+/// An operator running in this test process, watching one namespace.
+struct RunningOperator {
+    cancel: CancellationToken,
+    task: JoinHandle<Result<(), operator::Error>>,
+}
+
+impl RunningOperator {
+    fn start(client: &Client, namespace: &str, workers: usize) -> Self {
+        let cancel = CancellationToken::new();
+        let options = Options {
+            namespace: Some(namespace.to_string()),
+            workers,
+            resync_period: None,
+            cache_sync_timeout: Duration::from_secs(30),
+            identity: format!("e2e-{namespace}"),
+        };
+        let task = tokio::spawn(operator::run(client.clone(), options, cancel.clone()));
+        Self { cancel, task }
+    }
+
+    async fn stop(self) {
+        self.cancel.cancel();
+        self.task.await.expect("the operator task").expect("the operator stops cleanly");
+    }
+}
+
+struct Fixture {
+    client: Client,
+    ns: TestNamespace,
+    databases: Api<Database>,
+    deployments: Api<Deployment>,
+    services: Api<Service>,
+}
+
+async fn fixture(prefix: &str) -> Fixture {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    Fixture {
+        databases: Api::namespaced(client.clone(), &ns.name),
+        deployments: Api::namespaced(client.clone(), &ns.name),
+        services: Api::namespaced(client.clone(), &ns.name),
+        client,
+        ns,
+    }
+}
+
+fn database(name: &str, size: Size, image: &str) -> Database {
+    Database::new(name, DatabaseSpec { size, image: image.to_string() })
+}
+
+impl Fixture {
+    async fn create(&self, db: &Database) -> Database {
+        self.databases.create(&PostParams::default(), db).await.expect("create the Database")
+    }
+
+    /// Waits until the Database reports `phase` for its current generation.
+    async fn wait_for_phase(&self, name: &str, phase: Phase) -> Database {
+        wait_until(&format!("Database {name} to be {phase:?} at its current generation"), CONVERGE, || async {
+            let db = self.databases.get(name).await.ok()?;
+            let status = db.status.as_ref()?;
+            (status.phase == Some(phase) && status.observed_generation == db.metadata.generation).then_some(db)
+        })
+        .await
+    }
+
+    async fn container_of(&self, name: &str) -> k8s_openapi::api::core::v1::Container {
+        let deployment = self.deployments.get(name).await.expect("get the Deployment");
+        deployment.spec.unwrap().template.spec.unwrap().containers.into_iter().next().unwrap()
+    }
+
+    async fn warning_events(&self, reason: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.ns.name);
+        let list = events.list(&ListParams::default()).await.expect("list events");
+        list.items
+            .into_iter()
+            .filter(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some(reason))
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn valid_database_gets_its_children_and_becomes_ready() {
+    let f = fixture("ready").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    let created = f.create(&database("orders", Size::Small, "postgres:17")).await;
+
+    let db = f.wait_for_phase("orders", Phase::Ready).await;
+    let status = db.status.unwrap();
+    assert_eq!(status.ready_replicas, Some(1));
+    assert_eq!(status.observed_generation, created.metadata.generation);
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").expect("a Ready condition");
+    assert_eq!(ready.status, "True");
+
+    let uid = created.metadata.uid.unwrap();
+    let deployment = f.deployments.get("orders").await.unwrap();
+    let service = f.services.get("orders").await.unwrap();
+    for owners in [deployment.metadata.owner_references.unwrap(), service.metadata.owner_references.unwrap()] {
+        assert_eq!(owners.len(), 1);
+        assert_eq!(
+            (owners[0].kind.as_str(), owners[0].uid.as_str(), owners[0].controller),
+            ("Database", uid.as_str(), Some(true))
+        );
+    }
+    let container = deployment.spec.unwrap().template.spec.unwrap().containers.remove(0);
+    assert_eq!(container.name, "database");
+    let port = &container.ports.unwrap()[0];
+    assert_eq!((port.container_port, port.name.as_deref()), (8080, Some("http")));
+    assert_eq!(service.spec.unwrap().ports.unwrap()[0].port, 8080);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn new_image_and_new_size_reach_the_deployment_and_the_status_follows() {
+    let f = fixture("update").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.create(&database("orders", Size::Small, "postgres:16")).await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+
+    let patch = json!({"spec": {"image": "postgres:17", "size": "large"}});
+    f.databases.patch("orders", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let db = f.wait_for_phase("orders", Phase::Ready).await;
+    assert_eq!(db.metadata.generation, Some(2));
+
+    let container = f.container_of("orders").await;
+    assert_eq!(container.image.as_deref(), Some("postgres:17"));
+    let limits = container.resources.unwrap().limits.unwrap();
+    assert_eq!(limits["memory"].0, Size::Large.resources().memory_limit);
+    assert_eq!(limits["cpu"].0, Size::Large.resources().cpu_limit);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn deleted_deployment_and_edited_replicas_are_restored() {
+    let f = fixture("drift").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.create(&database("orders", Size::Medium, "postgres:17")).await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+
+    let scale = json!({"spec": {"replicas": 3}});
+    f.deployments.patch("orders", &PatchParams::default(), &Patch::Merge(&scale)).await.unwrap();
+    wait_until("replicas to be restored to 1", CONVERGE, || async {
+        let spec = f.deployments.get("orders").await.ok()?.spec?;
+        (spec.replicas == Some(1)).then_some(())
+    })
+    .await;
+
+    let old_uid = f.deployments.get("orders").await.unwrap().metadata.uid;
+    f.deployments.delete("orders", &DeleteParams::default()).await.unwrap();
+    wait_until("the deleted Deployment to be recreated", CONVERGE, || async {
+        let deployment = f.deployments.get("orders").await.ok()?;
+        (deployment.metadata.uid != old_uid && deployment.metadata.deletion_timestamp.is_none()).then_some(())
+    })
+    .await;
+    f.services.delete("orders", &DeleteParams::default()).await.unwrap();
+    wait_until("the deleted Service to be recreated", CONVERGE, || async {
+        let service = f.services.get("orders").await.ok()?;
+        service.metadata.deletion_timestamp.is_none().then_some(())
+    })
+    .await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn deleted_database_takes_its_children_with_it() {
+    let f = fixture("delete").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.create(&database("orders", Size::Small, "postgres:17")).await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+
+    f.databases.delete("orders", &DeleteParams::default()).await.unwrap();
+    wait_until("the Deployment and Service to be garbage-collected", CONVERGE, || async {
+        let deployment = f.deployments.get_opt("orders").await.ok()?;
+        let service = f.services.get_opt("orders").await.ok()?;
+        (deployment.is_none() && service.is_none()).then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn foreign_deployment_of_the_same_name_is_left_alone_and_reported() {
+    let f = fixture("foreign").await;
+    let foreign: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "orders", "labels": {"owner": "someone-else"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "other"}},
+            "template": {"metadata": {"labels": {"app": "other"}},
+                         "spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}
+        }
+    }))
+    .unwrap();
+    let before = f.deployments.create(&PostParams::default(), &foreign).await.unwrap();
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.create(&database("orders", Size::Small, "postgres:17")).await;
+
+    let db = f.wait_for_phase("orders", Phase::Degraded).await;
+    let degraded = db.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "ResourceExists"));
+    let events = wait_until("a ResourceExists Warning event", CONVERGE, || async {
+        let events = f.warning_events("ResourceExists").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert!(events[0].note.as_deref().unwrap_or_default().contains("not managed by this Database"));
+
+    // Its status moves (the deployment controller runs it), but the operator never wrote it:
+    // no field is managed by the operator, the spec and labels are the owner's.
+    let after = f.deployments.get("orders").await.unwrap();
+    let managers: Vec<_> = after.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
+    assert!(
+        !managers.iter().any(|m| m == "database-operator"),
+        "the operator wrote the foreign Deployment: {managers:?}"
+    );
+    assert_eq!(after.spec, before.spec);
+    assert_eq!(after.metadata.labels, before.metadata.labels);
+    assert!(after.metadata.owner_references.is_none());
+    assert!(f.services.get_opt("orders").await.unwrap().is_none(), "no Service may front someone else's pods");
+
+    // Once the foreign Deployment is gone, the Database gets its own.
+    f.deployments.delete("orders", &DeleteParams::default()).await.unwrap();
+    f.wait_for_phase("orders", Phase::Ready).await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn spec_whose_pods_are_refused_gets_a_condition_and_a_warning_then_recovers() {
+    let f = fixture("unrealisable").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    // Passes the CRD schema (non-empty) and the Deployment's validation, but the pod's does
+    // not: an image may not have surrounding spaces, so the ReplicaSet cannot create pods.
+    f.create(&database("orders", Size::Small, " postgres:17")).await;
+    let db = f.wait_for_phase("orders", Phase::Degraded).await;
+    let degraded = db.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "FailedCreate"));
+    assert!(degraded.message.contains("whitespace"), "{}", degraded.message);
+    wait_until("a FailedCreate Warning event on the Database", CONVERGE, || async {
+        (!f.warning_events("FailedCreate").await.is_empty()).then_some(())
+    })
+    .await;
+
+    let fix = json!({"spec": {"image": "postgres:17"}});
+    f.databases.patch("orders", &PatchParams::default(), &Patch::Merge(&fix)).await.unwrap();
+    f.wait_for_phase("orders", Phase::Ready).await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn spec_the_apiserver_refuses_to_realise_gets_invalid_spec_without_a_hot_loop() {
+    let f = fixture("toolong").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    // A valid Database name (up to 253 characters), but too long for the `app` label value
+    // and the Service name (63): the apiserver rejects the children.
+    let name = format!("orders-{}", "x".repeat(60));
+    f.create(&database(&name, Size::Small, "postgres:17")).await;
+    let db = f.wait_for_phase(&name, Phase::Degraded).await;
+    let degraded = db.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert_eq!(degraded.reason, "InvalidSpec");
+    assert!(degraded.message.contains("63"), "{}", degraded.message);
+    let events = wait_until("an InvalidSpec Warning event", CONVERGE, || async {
+        let events = f.warning_events("InvalidSpec").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+
+    // No hot loop: retrying the same spec cannot help, so nothing is retried until the
+    // Database changes. The status and the event stay as they are.
+    let before = f.databases.get(&name).await.unwrap().metadata.resource_version;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(f.databases.get(&name).await.unwrap().metadata.resource_version, before);
+    let again = f.warning_events("InvalidSpec").await;
+    assert_eq!(again.len(), events.len(), "one Event, not one per retry");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_specs_are_rejected_by_the_apiserver_naming_the_field() {
+    let f = fixture("invalid").await;
+    let cases = [
+        (json!({"size": "huge", "image": "postgres:17"}), "spec.size"),
+        (json!({"size": "small", "image": ""}), "spec.image"),
+        (json!({"size": "small"}), "spec.image"),
+        (json!({"image": "postgres:17"}), "spec.size"),
+    ];
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(f.client.clone(), &f.ns.name, &ApiResource::erase::<Database>(&()));
+    for (spec, field) in cases {
+        let body =
+            json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "bad"}, "spec": spec});
+        let body: DynamicObject = serde_json::from_value(body).unwrap();
+        let err = api.create(&PostParams::default(), &body).await.expect_err("an invalid spec must be rejected");
+        let message = err.to_string();
+        assert!(message.contains(field), "rejection of {spec} does not name {field}: {message}");
+    }
+    let no_spec = json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "bad"}});
+    let no_spec: DynamicObject = serde_json::from_value(no_spec).unwrap();
+    let err = api.create(&PostParams::default(), &no_spec).await.expect_err("a Database without spec must be rejected");
+    assert!(err.to_string().contains("spec"), "{err}");
+}
+
+#[tokio::test]
+async fn restarted_operator_with_nothing_changed_writes_nothing() {
+    let f = fixture("restart").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 1);
+    for name in ["a", "b", "c"] {
+        f.create(&database(name, Size::Small, "postgres:17")).await;
+    }
+    for name in ["a", "b", "c"] {
+        f.wait_for_phase(name, Phase::Ready).await;
+    }
+    operator.stop().await;
+    let versions = |f: &Fixture| {
+        let (databases, deployments, services) = (f.databases.clone(), f.deployments.clone(), f.services.clone());
+        async move {
+            let mut all = Vec::new();
+            for name in ["a", "b", "c"] {
+                all.push(databases.get(name).await.unwrap().metadata.resource_version);
+                all.push(deployments.get(name).await.unwrap().metadata.resource_version);
+                all.push(services.get(name).await.unwrap().metadata.resource_version);
+            }
+            all
+        }
+    };
+    let before = versions(&f).await;
+
+    // One worker takes keys in FIFO order: once a Database created after the restart is
+    // Ready, the three from the initial list have been reconciled before it.
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 1);
+    f.create(&database("sentinel", Size::Small, "postgres:17")).await;
+    f.wait_for_phase("sentinel", Phase::Ready).await;
+    assert_eq!(versions(&f).await, before, "the restarted operator wrote to unchanged objects");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn database_created_before_the_operator_starts_is_reconciled() {
+    let f = fixture("prexisting").await;
+    let db = Database {
+        metadata: ObjectMeta { name: Some("early".into()), ..Default::default() },
+        spec: DatabaseSpec { size: Size::Small, image: "postgres:17".into() },
+        status: None,
+    };
+    f.create(&db).await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.wait_for_phase("early", Phase::Ready).await;
+    operator.stop().await;
+}
