@@ -14,7 +14,8 @@
 //! - [`controller`]: N workers draining the queue into a reconcile function.
 //! - [`database`]: the `Database` resource, its children and its reconcile.
 //! - [`operator`]: all of the above assembled for the binary; [`cli`] its flags.
-//! - [`events`], [`throttle`]: Kubernetes Events with series, client-side API throttling.
+//! - [`events`], [`throttle`], [`ops`]: Kubernetes Events with series, client-side API
+//!   throttling, the metrics and health-probe endpoints.
 
 pub mod cli;
 pub mod controller;
@@ -22,5 +23,6 @@ pub mod database;
 pub mod events;
 pub mod informer;
 pub mod operator;
+pub mod ops;
 pub mod throttle;
 pub mod workqueue;

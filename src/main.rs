@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use database_operator::cli::{Cli, Command, LogFormat};
+use database_operator::cli::{Cli, Command, LogFormat, bind_address};
 use database_operator::{database, operator};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -21,8 +21,12 @@ async fn main() -> ExitCode {
     let args = cli.run_args();
     let filter = EnvFilter::try_new(&args.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
     match args.log_format {
-        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
-        LogFormat::Json => tracing_subscriber::fmt().json().with_env_filter(filter).init(),
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init(),
     }
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -46,6 +50,10 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         resync_period: (!args.resync_period.is_zero()).then_some(args.resync_period),
         cache_sync_timeout: std::time::Duration::from_secs(120),
         identity,
+        metrics_address: bind_address(&args.metrics_bind_address)
+            .map_err(|e| anyhow::anyhow!("--metrics-bind-address {e}"))?,
+        health_address: bind_address(&args.health_probe_bind_address)
+            .map_err(|e| anyhow::anyhow!("--health-probe-bind-address {e}"))?,
     };
 
     let cancel = CancellationToken::new();

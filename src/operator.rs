@@ -7,6 +7,7 @@
 //!         ── Service informer ───┘
 //! ```
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +17,17 @@ use k8s_openapi::api::core::v1::Service;
 use kube_client::Client;
 use kube_client::client::ClientBuilder;
 use kube_client::config::{Config, KubeConfigOptions, Kubeconfig};
+use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::controller;
 use crate::database::{Database, DatabaseReconciler};
 use crate::events::Recorder;
 use crate::informer::{self, Factory, key_of};
+use crate::ops::{self, Health};
 use crate::throttle::ThrottleLayer;
+use crate::workqueue::{self, RateLimitingQueue};
 
 /// What can stop the operator.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +41,17 @@ pub enum Error {
     /// The controller stopped with an error.
     #[error(transparent)]
     Controller(#[from] controller::Error),
+    /// An HTTP endpoint could not bind its address.
+    #[error("cannot serve {what} on {address}: {source}; pick another address or \"0\" to disable it")]
+    Bind {
+        /// `metrics` or `health probes`.
+        what: &'static str,
+        /// The address.
+        address: SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How to run the operator.
@@ -52,6 +67,26 @@ pub struct Options {
     pub cache_sync_timeout: Duration,
     /// The reporting instance of events (the pod or host name).
     pub identity: String,
+    /// Where to serve `/metrics`; `None` disables it.
+    pub metrics_address: Option<SocketAddr>,
+    /// Where to serve `/healthz` and `/readyz`; `None` disables them.
+    pub health_address: Option<SocketAddr>,
+}
+
+impl Options {
+    /// Options for watching `namespace` (or all) with `workers`, no HTTP endpoints and no
+    /// resync, as a test or an embedding program wants them.
+    pub fn new(namespace: Option<String>, workers: usize) -> Self {
+        Self {
+            namespace,
+            workers,
+            resync_period: None,
+            cache_sync_timeout: Duration::from_secs(60),
+            identity: format!("database-operator-{}", std::process::id()),
+            metrics_address: None,
+            health_address: None,
+        }
+    }
 }
 
 /// A client for `kubeconfig` (else in-cluster config, else the default kubeconfig), with
@@ -83,8 +118,31 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>, qps: f32, 
 ///
 /// [`Error::Controller`] if the caches did not sync in time.
 pub async fn run(client: Client, options: Options, cancel: CancellationToken) -> Result<(), Error> {
-    let config = informer::Config { resync_period: options.resync_period, ..Default::default() };
-    let factory = Factory::new(client.clone(), options.namespace.clone(), config);
+    let mut registry = Registry::default();
+    let queue_metrics = workqueue::Metrics::register(&mut registry);
+    let informer_metrics = informer::Metrics::new(&mut registry);
+    let controller_metrics = controller::Metrics::register(&mut registry);
+    let registry = Arc::new(registry);
+    let health = Health::default();
+    let servers_cancel = cancel.child_token();
+    let mut servers = Vec::new();
+    for (what, address, registry) in
+        [("metrics", options.metrics_address, Some(registry.clone())), ("health probes", options.health_address, None)]
+    {
+        if let Some(address) = address {
+            let server = ops::serve(address, registry, health.clone(), servers_cancel.clone())
+                .await
+                .map_err(|source| Error::Bind { what, address, source })?;
+            servers.push(server);
+        }
+    }
+
+    let config = informer::Config {
+        resync_period: options.resync_period,
+        metrics: Some(informer_metrics),
+        ..Default::default()
+    };
+    let factory = Arc::new(Factory::new(client.clone(), options.namespace.clone(), config));
     let databases = factory.informer::<Database>();
     let deployments = factory.informer::<Deployment>();
     let services = factory.informer::<Service>();
@@ -105,14 +163,29 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         .watches(services, same_name_database(&databases))
         .workers(options.workers)
         .cache_sync_timeout(options.cache_sync_timeout)
+        .queue(RateLimitingQueue::with_config(workqueue::Config::default().name("database").metrics(queue_metrics)))
+        .metrics(controller_metrics)
         .build();
 
     let informers_cancel = cancel.child_token();
     let informer_tasks = factory.start(informers_cancel.clone());
+    // Ready once the caches are full: the operator then acts on what it sees.
+    let readiness = {
+        let (factory, health, timeout) = (factory.clone(), health.clone(), options.cache_sync_timeout);
+        tokio::spawn(async move {
+            match factory.wait_for_cache_sync(timeout).await {
+                Ok(()) => health.set_ready(true),
+                Err(err) => warn!(error = %err, "caches did not sync; /readyz stays unready"),
+            }
+        })
+    };
     info!(namespace = options.namespace.as_deref().unwrap_or("<all>"), workers = options.workers, "starting");
     let result = controller.run(Arc::new(reconciler), cancel).await;
+    health.set_ready(false);
+    readiness.abort();
     informers_cancel.cancel();
-    for task in informer_tasks {
+    servers_cancel.cancel();
+    for task in informer_tasks.into_iter().chain(servers) {
         let _ = task.await;
     }
     result.map_err(Error::from)

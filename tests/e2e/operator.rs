@@ -28,13 +28,7 @@ struct RunningOperator {
 impl RunningOperator {
     fn start(client: &Client, namespace: &str, workers: usize) -> Self {
         let cancel = CancellationToken::new();
-        let options = Options {
-            namespace: Some(namespace.to_string()),
-            workers,
-            resync_period: None,
-            cache_sync_timeout: Duration::from_secs(30),
-            identity: format!("e2e-{namespace}"),
-        };
+        let options = Options::new(Some(namespace.to_string()), workers);
         let task = tokio::spawn(operator::run(client.clone(), options, cancel.clone()));
         Self { cancel, task }
     }
@@ -367,4 +361,68 @@ async fn database_created_before_the_operator_starts_is_reconciled() {
     let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
     f.wait_for_phase("early", Phase::Ready).await;
     operator.stop().await;
+}
+
+/// A GET over a plain TCP connection: status code and body.
+async fn http_get(address: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+fn free_address() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// The value of the first sample of `series` (name and labels, exactly as printed).
+fn sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| line.strip_prefix(series)?.trim().split(' ').next()?.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_and_probes_report_what_the_operator_does() {
+    let f = fixture("metrics").await;
+    let (metrics, health) = (free_address(), free_address());
+    let mut options = Options::new(Some(f.ns.name.clone()), 2);
+    options.metrics_address = Some(metrics);
+    options.health_address = Some(health);
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(operator::run(f.client.clone(), options, cancel.clone()));
+
+    wait_until("/readyz to answer 200 once the caches synced", CONVERGE, || async {
+        (http_get(health, "/readyz").await?.0 == 200).then_some(())
+    })
+    .await;
+    assert_eq!(http_get(health, "/healthz").await.unwrap().0, 200);
+    let (_, before) = http_get(metrics, "/metrics").await.unwrap();
+
+    f.create(&database("orders", Size::Small, "postgres:17")).await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+    let (status, after) = http_get(metrics, "/metrics").await.unwrap();
+    assert_eq!(status, 200);
+
+    let success = r#"controller_runtime_reconcile_total{controller="database",result="success"}"#;
+    assert!(sample(&after, success).unwrap_or(0.0) >= 1.0, "{after}");
+    assert!(sample(&after, r#"workqueue_adds_total{name="database"}"#).unwrap() >= 1.0);
+    assert!(after.contains("workqueue_queue_duration_seconds_bucket{"), "{after}");
+    assert!(after.contains("controller_runtime_reconcile_time_seconds_count{controller=\"database\"}"));
+    assert!(after.contains("informer_watches_total{"), "{after}");
+    assert!(sample(&after, success) > sample(&before, success).or(Some(0.0)), "the series moved");
+    // Every sample line is `name{labels} value` and every family has HELP and TYPE: the
+    // OpenMetrics text format Prometheus scrapes.
+    for line in after.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "not a sample line: {line}");
+    }
+    assert!(after.trim_end().ends_with("# EOF"));
+
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    assert!(http_get(health, "/readyz").await.is_none(), "the endpoints stop with the operator");
 }
