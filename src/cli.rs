@@ -88,6 +88,32 @@ pub struct RunArgs {
     #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
     pub log_level: String,
 
+    /// Run workers only while holding a Lease, so that several replicas can run with one
+    /// active (the others keep their caches warm and take over when it goes).
+    #[arg(long, env = "LEADER_ELECT", global = true)]
+    pub leader_elect: bool,
+
+    /// The name of the leader election Lease.
+    #[arg(long, env = "LEADER_ELECTION_ID", default_value = "database-operator.example.com", global = true)]
+    pub leader_election_id: String,
+
+    /// The namespace of the leader election Lease (default: the pod's namespace, from
+    /// POD_NAMESPACE or the service account, else "default").
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE", global = true)]
+    pub leader_election_namespace: Option<String>,
+
+    /// How long a non-renewed Lease keeps other replicas from taking over.
+    #[arg(long, env = "LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration, global = true)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader tries to renew the Lease before it stops reconciling.
+    #[arg(long, env = "LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How often replicas try to acquire or renew the Lease.
+    #[arg(long, env = "LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
+    pub leader_elect_retry_period: Duration,
+
     /// How long in-flight reconciles may run after SIGTERM before the operator exits.
     #[arg(long, env = "GRACEFUL_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
     pub graceful_shutdown_timeout: Duration,

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use database_operator::cli::{Cli, Command, LogFormat, bind_address};
+use database_operator::ops::leader;
 use database_operator::{database, operator};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -41,9 +42,23 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
     let client =
         operator::client(args.kubeconfig.as_deref(), args.context.as_deref(), args.kube_api_qps, args.kube_api_burst)
             .await?;
-    let identity = std::env::var("POD_NAME")
+    let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("database-operator-{}", std::process::id()));
+        .unwrap_or_else(|_| "database-operator".to_string());
+    // Unique per process, like client-go's hostname + "_" + uuid: a restarted pod is a new
+    // candidate, never mistaken for the old leader.
+    let identity = format!("{host}_{:016x}", rand::random::<u64>());
+    let leader_election = args.leader_elect.then(|| {
+        let namespace = args.leader_election_namespace.clone().unwrap_or_else(own_namespace);
+        let mut config = leader::Config::new(&args.leader_election_id, &namespace, &identity);
+        config.lease_duration = args.leader_elect_lease_duration;
+        config.renew_deadline = args.leader_elect_renew_deadline;
+        config.retry_period = args.leader_elect_retry_period;
+        config
+    });
+    if args.leader_elect_renew_deadline >= args.leader_elect_lease_duration {
+        anyhow::bail!("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration");
+    }
     let options = operator::Options {
         namespace: args.namespace.clone(),
         workers: args.workers,
@@ -54,6 +69,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--metrics-bind-address {e}"))?,
         health_address: bind_address(&args.health_probe_bind_address)
             .map_err(|e| anyhow::anyhow!("--health-probe-bind-address {e}"))?,
+        leader_election,
     };
 
     let cancel = CancellationToken::new();
@@ -77,4 +93,15 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
             anyhow::bail!("graceful shutdown timed out")
         }
     }
+}
+
+/// The pod's namespace: POD_NAMESPACE (the downward API), else the service account's, else
+/// "default".
+fn own_namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".to_string())
 }

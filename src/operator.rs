@@ -17,6 +17,8 @@ use k8s_openapi::api::core::v1::Service;
 use kube_client::Client;
 use kube_client::client::ClientBuilder;
 use kube_client::config::{Config, KubeConfigOptions, Kubeconfig};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -25,6 +27,7 @@ use crate::controller;
 use crate::database::{Database, DatabaseReconciler};
 use crate::events::Recorder;
 use crate::informer::{self, Factory, key_of};
+use crate::ops::leader::{self, Elector, Ended};
 use crate::ops::{self, Health};
 use crate::throttle::ThrottleLayer;
 use crate::workqueue::{self, RateLimitingQueue};
@@ -41,6 +44,10 @@ pub enum Error {
     /// The controller stopped with an error.
     #[error(transparent)]
     Controller(#[from] controller::Error),
+    /// This replica lost the leader Lease (it could not renew it in time): its workers are
+    /// stopped. Exiting lets the pod restart as a follower (controller-runtime does the same).
+    #[error("lost the leader election Lease; stopped reconciling")]
+    LeadershipLost,
     /// An HTTP endpoint could not bind its address.
     #[error("cannot serve {what} on {address}: {source}; pick another address or \"0\" to disable it")]
     Bind {
@@ -71,6 +78,8 @@ pub struct Options {
     pub metrics_address: Option<SocketAddr>,
     /// Where to serve `/healthz` and `/readyz`; `None` disables them.
     pub health_address: Option<SocketAddr>,
+    /// Run workers only while holding this Lease; `None` runs them at once.
+    pub leader_election: Option<leader::Config>,
 }
 
 impl Options {
@@ -85,6 +94,7 @@ impl Options {
             identity: format!("database-operator-{}", std::process::id()),
             metrics_address: None,
             health_address: None,
+            leader_election: None,
         }
     }
 }
@@ -122,6 +132,14 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let queue_metrics = workqueue::Metrics::register(&mut registry);
     let informer_metrics = informer::Metrics::new(&mut registry);
     let controller_metrics = controller::Metrics::register(&mut registry);
+    // client-go's leader election metric name.
+    let is_leader = Family::<Vec<(String, String)>, Gauge>::default();
+    registry.register(
+        "leader_election_master_status",
+        "1 while this replica holds the leader Lease",
+        is_leader.clone(),
+    );
+    let is_leader = is_leader.get_or_create(&vec![("name".to_string(), "database-operator".to_string())]).clone();
     let registry = Arc::new(registry);
     let health = Health::default();
     let servers_cancel = cancel.child_token();
@@ -147,6 +165,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let deployments = factory.informer::<Deployment>();
     let services = factory.informer::<Service>();
 
+    let client_for_leases = client.clone();
     let reconciler = DatabaseReconciler::new(
         client.clone(),
         databases.store(),
@@ -180,7 +199,36 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         })
     };
     info!(namespace = options.namespace.as_deref().unwrap_or("<all>"), workers = options.workers, "starting");
-    let result = controller.run(Arc::new(reconciler), cancel).await;
+    // Followers keep their caches warm (the informers run) but run no workers.
+    let workers_cancel = cancel.child_token();
+    let mut leadership = None;
+    if let Some(config) = options.leader_election.clone() {
+        let elector = Elector::new(client_for_leases, config);
+        if elector.acquire(&cancel).await {
+            is_leader.set(1);
+            let (elector, workers_cancel) = (elector.clone(), workers_cancel.clone());
+            leadership = Some((
+                elector.clone(),
+                tokio::spawn(async move {
+                    let ended = elector.renew(&workers_cancel).await;
+                    // Stop the workers at once when the Lease is lost.
+                    workers_cancel.cancel();
+                    ended
+                }),
+            ));
+        }
+    }
+    let result =
+        if cancel.is_cancelled() { Ok(()) } else { controller.run(Arc::new(reconciler), workers_cancel.clone()).await };
+    workers_cancel.cancel();
+    let mut result = result.map_err(Error::from);
+    if let Some((elector, renewer)) = leadership {
+        is_leader.set(0);
+        match renewer.await {
+            Ok(Ended::Lost) => result = result.and(Err(Error::LeadershipLost)),
+            _ => elector.release().await,
+        }
+    }
     health.set_ready(false);
     readiness.abort();
     informers_cancel.cancel();
@@ -188,7 +236,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     for task in informer_tasks.into_iter().chain(servers) {
         let _ = task.await;
     }
-    result.map_err(Error::from)
+    result
 }
 
 /// Maps any object to the key of the Database of the same namespace and name, if one exists.

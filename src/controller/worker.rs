@@ -35,7 +35,7 @@ pub trait Reconciler: Send + Sync + 'static {
     fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 }
 
-/// Runs one worker until the queue is shut down and drained.
+/// Runs one worker until the queue is shut down.
 pub(crate) async fn run<R: Reconciler>(
     id: usize,
     queue: RateLimitingQueue<String>,
@@ -43,6 +43,13 @@ pub(crate) async fn run<R: Reconciler>(
     metrics: Option<ControllerMetrics>,
 ) {
     while let Some(key) = queue.get().await {
+        // The queue still hands out what was queued before a shutdown (client-go's
+        // semantics); a stopping controller takes no new key and only lets in-flight
+        // reconciles finish. The key is not lost: the next start lists everything again.
+        if queue.is_shutting_down() {
+            queue.done(&key);
+            break;
+        }
         let attempt = queue.num_requeues(&key) + 1;
         let span = info_span!("reconcile", key = %key, attempt, worker = id);
         let started = Instant::now();
@@ -145,6 +152,17 @@ mod tests {
         let queue = run_until_calls(reconciler.clone(), 4).await;
         assert_eq!(reconciler.calls.load(Ordering::SeqCst), 4);
         assert_eq!(queue.num_requeues(&"ns/a".to_string()), 0, "success forgets the backoff");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_worker_takes_no_new_key_after_shut_down() {
+        let reconciler = flaky(0, false);
+        let queue = RateLimitingQueue::new("test");
+        queue.add("ns/a".to_string());
+        queue.add("ns/b".to_string());
+        queue.shut_down();
+        run(0, queue.clone(), reconciler.clone(), None).await;
+        assert_eq!(reconciler.calls.load(Ordering::SeqCst), 0, "queued keys are left for the next start");
     }
 
     #[tokio::test(start_paused = true)]

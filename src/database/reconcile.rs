@@ -16,6 +16,7 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -47,6 +48,19 @@ pub enum Error {
         #[source]
         source: kube_client::Error,
     },
+}
+
+impl Error {
+    /// How long the apiserver asked us to wait, when it answered 429 Too Many Requests
+    /// (API Priority and Fairness): its `Retry-After` (`details.retryAfterSeconds`), at
+    /// least one second.
+    pub fn retry_after(&self) -> Option<Duration> {
+        let Error::Write { source: kube_client::Error::Api(status), .. } = self else { return None };
+        (status.code == 429).then(|| {
+            let seconds = status.details.as_ref().map_or(0, |d| d.retry_after_seconds).max(1);
+            Duration::from_secs(u64::from(seconds))
+        })
+    }
 }
 
 /// The Database reconciler: caches to read from, a client to write with.
@@ -125,7 +139,7 @@ impl DatabaseReconciler {
                     what: format!("status of Database {}", crate::informer::key_of(db)),
                     source,
                 })?;
-            debug!(phase = ?status.phase, "status written");
+            info!(phase = ?status.phase, "wrote status");
         }
         Ok(Action::Done)
     }
@@ -183,6 +197,49 @@ impl Reconciler for DatabaseReconciler {
         if db.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
         }
-        self.reconcile_database(&db).await
+        match self.reconcile_database(&db).await {
+            // Throttled by the apiserver: come back when it says, not on our backoff.
+            Err(err) if err.retry_after().is_some() => {
+                let delay = err.retry_after().unwrap_or_default();
+                tracing::warn!(error = %err, ?delay, "the API server is throttling us; retrying when it asks");
+                Ok(Action::RequeueAfter(delay))
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube_core::Status;
+    use kube_core::response::StatusDetails;
+
+    fn write_error(code: u16, retry_after_seconds: u32) -> Error {
+        let status = Status {
+            code,
+            details: Some(StatusDetails {
+                name: "a".into(),
+                group: "apps".into(),
+                kind: "deployments".into(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds,
+            }),
+            ..Default::default()
+        };
+        Error::Write { what: "Deployment ns/a".into(), source: kube_client::Error::Api(Box::new(status)) }
+    }
+
+    #[test]
+    fn too_many_requests_is_retried_after_the_servers_delay() {
+        assert_eq!(write_error(429, 7).retry_after(), Some(Duration::from_secs(7)));
+        assert_eq!(write_error(429, 0).retry_after(), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn other_errors_use_the_queues_backoff() {
+        assert_eq!(write_error(409, 7).retry_after(), None);
+        assert_eq!(write_error(500, 0).retry_after(), None);
     }
 }

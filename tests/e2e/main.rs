@@ -3,5 +3,7 @@
 //! its own, so they run in parallel.
 
 mod common;
+mod leader;
 mod operator;
 mod plane;
+mod shutdown;
