@@ -4,6 +4,7 @@
 
 mod common;
 mod leader;
+mod logs;
 mod operator;
 mod plane;
 mod shutdown;
