@@ -4,7 +4,7 @@
 
 mod common;
 mod leader;
-mod logs;
 mod operator;
 mod plane;
+mod rbac;
 mod shutdown;
