@@ -9,6 +9,8 @@
 #   PLANE=NAME        run several planes side by side (default: default)
 #   KUBE_VERSION      see hack/control-plane/build.sh (default v1.37.2)
 #   KWOK_NODES        number of simulated nodes (default 3)
+#   SERVICE_CIDR      the Services' ClusterIP range (default 10.0.0.0/16: room for the
+#                     thousands of Services of the end-to-end benchmark)
 #
 # State (certificates, data, logs, pids, kubeconfig) lives in
 # ${XDG_CACHE_HOME:-~/.cache}/database-operator/planes/$PLANE; `down` removes it.
@@ -168,7 +170,7 @@ cmd_up() {
     --client-ca-file "$dir/pki/ca.crt" \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
+    --authorization-mode RBAC --service-cluster-ip-range "${SERVICE_CIDR:-10.0.0.0/16}" --allow-privileged \
     --disable-admission-plugins TaintNodesByCondition \
     --cert-dir "$dir/pki" --profiling=false
   write_kubeconfig "$api_port"
