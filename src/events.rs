@@ -7,7 +7,9 @@
 //! another object. A failing object reconciled again and again therefore costs one Event
 //! and one small patch per retry, never a flood of new objects.
 //!
-//! Publishing is best effort: a failure is logged and never fails a reconcile.
+//! Publishing is best effort and off the reconcile's path: [`Recorder::publish`] queues the
+//! event and returns; one background task per recorder writes the queue in order (so series
+//! are counted right) and logs failures. A reconcile never waits for, nor fails on, an event.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +22,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube_client::Client;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_core::{ObjectMeta, Resource};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tracing::warn;
 
 /// How long a published event absorbs its repeats (client-go's isomorphic-event window).
@@ -63,6 +67,20 @@ struct Series {
 /// Publishes events for one controller; cheap to clone.
 #[derive(Clone)]
 pub struct Recorder {
+    queue: mpsc::UnboundedSender<Request>,
+}
+
+/// One queued event.
+struct Request {
+    regarding: ObjectReference,
+    type_: EventType,
+    reason: String,
+    action: String,
+    note: String,
+}
+
+/// The background writer: the client and the series seen so far.
+struct Writer {
     client: Client,
     controller: String,
     instance: String,
@@ -71,59 +89,77 @@ pub struct Recorder {
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorder")
-            .field("controller", &self.controller)
-            .field("instance", &self.instance)
-            .finish_non_exhaustive()
+        f.debug_struct("Recorder").field("open", &!self.queue.is_closed()).finish_non_exhaustive()
     }
 }
 
 impl Recorder {
     /// A recorder whose events name `controller` (e.g. `example.com/database-operator`) as
-    /// the reporting controller and `instance` (e.g. the pod name) as its instance.
-    pub fn new(client: Client, controller: &str, instance: &str) -> Self {
-        Self {
+    /// the reporting controller and `instance` (e.g. the pod name) as its instance, and the
+    /// task that writes them. The task ends, after writing what was queued, once every clone
+    /// of the recorder is dropped: await it to flush on shutdown.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime.
+    pub fn new(client: Client, controller: &str, instance: &str) -> (Self, JoinHandle<()>) {
+        let (queue, mut requests) = mpsc::unbounded_channel::<Request>();
+        let writer = Writer {
             client,
             controller: controller.to_string(),
             instance: instance.to_string(),
             series: Arc::new(DashMap::new()),
-        }
+        };
+        let task = tokio::spawn(async move {
+            while let Some(request) = requests.recv().await {
+                if let Err(err) = writer.write(&request).await {
+                    warn!(error = %err, reason = %request.reason, "could not publish an event");
+                }
+            }
+        });
+        (Self { queue }, task)
     }
 
-    /// Publishes an event about `regarding`, or counts it into the series of an identical
-    /// recent one. Never fails: errors are logged.
-    pub async fn publish<K>(&self, regarding: &K, type_: EventType, reason: &str, action: &str, note: &str)
-    where
-        K: Resource<DynamicType = ()>,
-    {
-        if let Err(err) = self.try_publish(regarding, type_, reason, action, note).await {
-            warn!(error = %err, reason, "could not publish an event");
-        }
-    }
-
-    async fn try_publish<K>(
-        &self,
-        regarding: &K,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) -> Result<(), kube_client::Error>
+    /// Queues an event about `regarding`; it is published, or counted into the series of an
+    /// identical recent one, in the background. Never fails and never waits.
+    pub fn publish<K>(&self, regarding: &K, type_: EventType, reason: &str, action: &str, note: &str)
     where
         K: Resource<DynamicType = ()>,
     {
         let meta = regarding.meta();
-        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".to_string());
-        let key = SeriesKey {
-            uid: meta.uid.clone().unwrap_or_default(),
+        let request = Request {
+            regarding: ObjectReference {
+                api_version: Some(K::api_version(&()).to_string()),
+                kind: Some(K::kind(&()).to_string()),
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+                ..Default::default()
+            },
             type_,
             reason: reason.to_string(),
             action: action.to_string(),
-            note: note.to_string(),
+            note: truncate(note, 1024),
+        };
+        // Closed only when the writer task is gone (the runtime shuts down): nothing to do.
+        let _ = self.queue.send(request);
+    }
+}
+
+impl Writer {
+    async fn write(&self, request: &Request) -> Result<(), kube_client::Error> {
+        let regarding = &request.regarding;
+        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let key = SeriesKey {
+            uid: regarding.uid.clone().unwrap_or_default(),
+            type_: request.type_,
+            reason: request.reason.clone(),
+            action: request.action.clone(),
+            note: request.note.clone(),
         };
         let now = MicroTime(Timestamp::now());
 
-        // Take the repeat out of the map before awaiting: no map guard is held across I/O.
         let repeat = self.series.get(&key).filter(|s| s.first_seen.elapsed() < SERIES_WINDOW).map(|s| s.clone());
         if let Some(mut series) = repeat {
             series.count += 1;
@@ -136,29 +172,22 @@ impl Recorder {
             return Ok(());
         }
 
+        let name = regarding.name.as_deref().unwrap_or("object");
         let event = Event {
             metadata: ObjectMeta {
                 // client-go's naming: the object's name and the time, in hex nanoseconds.
-                name: Some(format!("{}.{:x}", meta.name.as_deref().unwrap_or("object"), now.0.as_nanosecond())),
+                name: Some(format!("{name}.{:x}", now.0.as_nanosecond())),
                 namespace: Some(namespace.clone()),
                 ..Default::default()
             },
             event_time: Some(now),
-            type_: Some(type_.as_str().to_string()),
-            reason: Some(reason.to_string()),
-            action: Some(action.to_string()),
-            note: Some(truncate(note, 1024)),
+            type_: Some(request.type_.as_str().to_string()),
+            reason: Some(request.reason.clone()),
+            action: Some(request.action.clone()),
+            note: Some(request.note.clone()),
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),
-            regarding: Some(ObjectReference {
-                api_version: Some(K::api_version(&()).to_string()),
-                kind: Some(K::kind(&()).to_string()),
-                name: meta.name.clone(),
-                namespace: meta.namespace.clone(),
-                uid: meta.uid.clone(),
-                resource_version: meta.resource_version.clone(),
-                ..Default::default()
-            }),
+            regarding: Some(regarding.clone()),
             ..Default::default()
         };
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);

@@ -166,13 +166,9 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let services = factory.informer::<Service>();
 
     let client_for_leases = client.clone();
-    let reconciler = DatabaseReconciler::new(
-        client.clone(),
-        databases.store(),
-        deployments.store(),
-        services.store(),
-        Recorder::new(client, "example.com/database-operator", &options.identity),
-    );
+    let (recorder, events_task) = Recorder::new(client.clone(), "example.com/database-operator", &options.identity);
+    let reconciler =
+        DatabaseReconciler::new(client.clone(), databases.store(), deployments.store(), services.store(), recorder);
     let controller = controller::Builder::new("database", databases.clone())
         .owns(deployments.clone())
         .owns(services.clone())
@@ -218,8 +214,12 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
             ));
         }
     }
+    let reconciler = Arc::new(reconciler);
     let result =
-        if cancel.is_cancelled() { Ok(()) } else { controller.run(Arc::new(reconciler), workers_cancel.clone()).await };
+        if cancel.is_cancelled() { Ok(()) } else { controller.run(reconciler.clone(), workers_cancel.clone()).await };
+    // The last recorder goes with the reconciler: the events task writes what is queued, ends.
+    drop(reconciler);
+    let _ = events_task.await;
     workers_cancel.cancel();
     let mut result = result.map_err(Error::from);
     if let Some((elector, renewer)) = leadership {

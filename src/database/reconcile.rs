@@ -121,7 +121,7 @@ impl DatabaseReconciler {
             }
         };
         if let Some(blocker) = &blocker {
-            self.recorder.publish(db, EventType::Warning, blocker.reason(), "Reconcile", &blocker.message()).await;
+            self.recorder.publish(db, EventType::Warning, blocker.reason(), "Reconcile", &blocker.message());
         }
         let now = Time(Timestamp::now());
         let status = status::desired(db, deployment.as_deref(), blocker.as_ref(), &now);
@@ -171,7 +171,7 @@ impl DatabaseReconciler {
                     ("Created", format!("created {kind} {name}"))
                 };
                 info!(child = %key, reason, "wrote {kind}");
-                self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note).await;
+                self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note);
                 Ok(Ok(Arc::new(written)))
             }
             Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 => Ok(Err(status.message)),

@@ -65,7 +65,10 @@
 //! One mutex around the FIFO and the key map; `add`, `get` and `done` each take it once and
 //! hash the key once (with a seeded folded-multiply hasher: std's SipHash was a fifth of the
 //! time); past cloning the key once per `add`, they allocate nothing once the tables have grown
-//! (so a `String` key costs an allocation per add, an `Arc<str>` key does not). Waking a waiting worker is a
+//! (so a `String` key costs an allocation per add, an `Arc<str>` key does not). That clone is
+//! made, and the copy `done` removes is dropped, outside the lock, so the allocator never runs
+//! inside the critical section every worker waits on (the price: an `add` of a key that is
+//! already waiting clones and drops it for nothing). Waking a waiting worker is a
 //! [`tokio::sync::Notify`]. Without metrics there is no clock read and no metric update.
 //!
 //! # Example

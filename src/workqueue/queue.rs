@@ -53,8 +53,10 @@ struct State<K> {
 }
 
 impl<K: Key> State<K> {
-    /// Marks `key` dirty; returns whether it was pushed onto the queue (so a getter must be woken).
-    fn mark_dirty(&mut self, key: K, metrics: Option<&QueueMetrics>) -> bool {
+    /// Marks `key` dirty; `copy` is a clone of it, for the FIFO, made by the caller before it
+    /// took the lock. Returns whether the key was pushed onto the queue (so a getter must be
+    /// woken), and `copy` back when it was not needed, for the caller to drop after unlocking.
+    fn mark_dirty(&mut self, key: K, copy: K, metrics: Option<&QueueMetrics>) -> (bool, Option<K>) {
         match self.items.entry(key) {
             Entry::Occupied(mut entry) => {
                 // An entry that is not dirty is processing: `done` will queue it again.
@@ -66,16 +68,16 @@ impl<K: Key> State<K> {
                         item.queued_at = Some(Instant::now());
                     }
                 }
-                false
+                (false, Some(copy))
             }
             Entry::Vacant(entry) => {
-                self.queue.push_back(entry.key().clone());
+                self.queue.push_back(copy);
                 let queued_at = metrics.map(|metrics| {
                     metrics.added();
                     Instant::now()
                 });
                 entry.insert(ItemState { dirty: true, queued_at, ..ItemState::default() });
-                true
+                (true, None)
             }
         }
     }
@@ -122,9 +124,13 @@ impl<K: Key> Queue<K> {
     }
 
     pub(crate) fn add(&self, key: K) {
-        let queued = {
+        // The queue keeps two copies of a waiting key (FIFO and map). Cloning before taking the
+        // lock keeps the allocator (a `String` key allocates) out of the critical section that
+        // every worker's `get` and `done` wait on; an unneeded copy is dropped after unlocking.
+        let copy = key.clone();
+        let (queued, _unneeded) = {
             let mut state = self.lock();
-            !state.shutting_down && state.mark_dirty(key, self.metrics.as_ref())
+            if state.shutting_down { (false, Some(copy)) } else { state.mark_dirty(key, copy, self.metrics.as_ref()) }
         };
         if queued {
             self.ready.notify_one();
@@ -133,12 +139,20 @@ impl<K: Key> Queue<K> {
 
     /// Adds several keys under one lock (the delaying timer firing).
     pub(crate) fn add_all(&self, keys: impl IntoIterator<Item = K>) {
-        let queued = {
+        let keys: Vec<(K, K)> = keys.into_iter().map(|key| (key.clone(), key)).collect();
+        let (queued, _unneeded) = {
             let mut state = self.lock();
             if state.shutting_down {
                 return;
             }
-            keys.into_iter().map(|key| state.mark_dirty(key, self.metrics.as_ref())).filter(|queued| *queued).count()
+            let mut queued = 0;
+            let mut unneeded = Vec::new();
+            for (copy, key) in keys {
+                let (pushed, copy) = state.mark_dirty(key, copy, self.metrics.as_ref());
+                queued += usize::from(pushed);
+                unneeded.extend(copy);
+            }
+            (queued, unneeded)
         };
         for _ in 0..queued {
             self.ready.notify_one();
@@ -190,7 +204,9 @@ impl<K: Key> Queue<K> {
     }
 
     pub(crate) fn done(&self, key: &K) {
-        let (queued, idle) = {
+        // The map's copy of the key is dropped after unlocking (freeing a `String` key while
+        // holding the lock would make everyone wait for the allocator).
+        let (queued, idle, _removed) = {
             let mut guard = self.lock();
             let state = &mut *guard;
             // One lookup on the common path: take the entry out, put it back only if still dirty.
@@ -207,11 +223,14 @@ impl<K: Key> Queue<K> {
                 metrics.finished(started_at.elapsed());
             }
             let queued = item.dirty;
-            if queued {
+            let removed = if queued {
                 state.queue.push_back(key.clone());
                 state.items.insert(key, item);
-            }
-            (queued, state.processing == 0 && state.drain)
+                None
+            } else {
+                Some(key)
+            };
+            (queued, state.processing == 0 && state.drain, removed)
         };
         if queued {
             self.ready.notify_one();

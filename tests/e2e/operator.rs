@@ -429,11 +429,13 @@ async fn metrics_and_probes_report_what_the_operator_does() {
     assert!(after.contains("controller_runtime_reconcile_time_seconds_count{controller=\"database\"}"));
     assert!(after.contains("informer_watches_total{"), "{after}");
     assert!(sample(&after, success) > sample(&before, success).or(Some(0.0)), "the series moved");
-    // Every sample line is `name{labels} value` and every family has HELP and TYPE: the
-    // OpenMetrics text format Prometheus scrapes.
-    for line in after.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
-        let value = line.rsplit(' ').next().unwrap();
-        assert!(value.parse::<f64>().is_ok(), "not a sample line: {line}");
+    // A Prometheus text-format parser accepts the scrape, and finds the families above.
+    let scrape = prometheus_parse::Scrape::parse(after.lines().map(|l| Ok(l.to_string()))).expect("a valid scrape");
+    let names: std::collections::BTreeSet<&str> = scrape.samples.iter().map(|s| s.metric.as_str()).collect();
+    for family in
+        ["workqueue_depth", "workqueue_adds_total", "controller_runtime_reconcile_total", "informer_lists_total"]
+    {
+        assert!(names.contains(family), "{family} missing from the parsed scrape: {names:?}");
     }
     assert!(after.trim_end().ends_with("# EOF"));
 

@@ -1,0 +1,100 @@
+//! The limit of the end-to-end reconcile benchmark: the writes of a reconcile with no
+//! controller around them.
+//!
+//! It lists the Databases once and, `--workers` at a time, server-side applies each one's
+//! Deployment and Service (database-operator's own `children::deployment` / `service`) and
+//! then its status (`status::desired` of the Deployment it got back), with the same field
+//! manager, force and client throttling as the operator. With `--events` it also creates the
+//! two `Created` events the operator publishes for a new Database. No informer, no queue, no
+//! cache, no drift check: whatever time it takes is the apiserver's and etcd's.
+//!
+//! Like a controller, it keeps running after the work is done (until SIGTERM or Ctrl-C), so
+//! the benchmark measures it the same way.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Parser;
+use database_operator::database::{Database, children, status};
+use database_operator::events::{EventType, Recorder};
+use database_operator::operator;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube_client::Client;
+use kube_client::api::{Api, ListParams, Patch, PatchParams};
+use kube_core::Resource;
+
+#[derive(Debug, Parser)]
+struct Args {
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Databases written in parallel.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    #[arg(long, default_value_t = 20.0)]
+    kube_api_qps: f32,
+    #[arg(long, default_value_t = 30)]
+    kube_api_burst: u32,
+    /// Also create the two `Created` events per Database that the operator publishes.
+    #[arg(long)]
+    events: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let client = operator::client(args.kubeconfig.as_deref(), None, args.kube_api_qps, args.kube_api_burst).await?;
+    // Events go through the operator's own recorder (queued, written by a background task).
+    let recorder = args.events.then(|| Recorder::new(client.clone(), "example.com/database-operator", "bare-writer").0);
+    let started = Instant::now();
+    let databases: Vec<Database> =
+        Api::<Database>::all(client.clone()).list(&ListParams::default()).await.context("listing Databases")?.items;
+    let count = databases.len();
+    let recorder = Arc::new(recorder);
+    futures::stream::iter(databases)
+        .map(|db| write(client.clone(), db, recorder.clone()))
+        .buffer_unordered(args.workers.max(1))
+        .try_for_each(|()| async { Ok(()) })
+        .await?;
+    eprintln!("bare-writer: wrote {count} Databases in {:.2}s", started.elapsed().as_secs_f64());
+    tokio::signal::ctrl_c().await.ok();
+    Ok(())
+}
+
+async fn write(client: Client, db: Database, recorder: Arc<Option<Recorder>>) -> anyhow::Result<()> {
+    let namespace = db.metadata.namespace.clone().unwrap_or_default();
+    let name = db.metadata.name.clone().unwrap_or_default();
+    let params = PatchParams::apply(children::MANAGER).force();
+    let deployment = Api::<Deployment>::namespaced(client.clone(), &namespace)
+        .patch(&name, &params, &Patch::Apply(&children::deployment(&db)))
+        .await
+        .with_context(|| format!("applying Deployment {namespace}/{name}"))?;
+    if let Some(recorder) = recorder.as_ref() {
+        let note = format!("created Deployment {name}");
+        recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
+    }
+    Api::<Service>::namespaced(client.clone(), &namespace)
+        .patch(&name, &params, &Patch::Apply(&children::service(&db)))
+        .await
+        .with_context(|| format!("applying Service {namespace}/{name}"))?;
+    if let Some(recorder) = recorder.as_ref() {
+        let note = format!("created Service {name}");
+        recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
+    }
+    let status = status::desired(&db, Some(&deployment), None, &Time(Timestamp::now()));
+    let body = serde_json::json!({
+        "apiVersion": Database::api_version(&()),
+        "kind": Database::kind(&()),
+        "status": status,
+    });
+    Api::<Database>::namespaced(client, &namespace)
+        .patch_status(&name, &params, &Patch::Apply(&body))
+        .await
+        .with_context(|| format!("applying the status of Database {namespace}/{name}"))?;
+    Ok(())
+}

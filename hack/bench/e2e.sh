@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The end-to-end reconcile benchmark (docs/benchmarks-e2e.md): how fast database-operator
+# brings N Databases, created before it starts, to "children exist and status is current" on a
+# real control plane, next to its peers and the bare writer, under the same client limits.
+#
+# usage: hack/bench/e2e.sh
+#
+#   N=2000            parents per run (Databases, or Foos for sample-controller)
+#   WORKERS=2         concurrent reconciles of every implementation
+#   SWEEP="1 2 4 8 16"  worker counts for database-operator alone ("" skips the sweep)
+#   QPS=500 BURST=1000  client-side limits passed to every implementation
+#   NAMESPACES=4      the parents are spread over this many fresh namespaces per run
+#   PEERS="sample-controller controller-runtime kube-runtime bare-writer bare-writer-events"
+#   PLANE=bench       the control plane this script starts and stops
+#   OUT=target/bench/e2e   results.tsv, results.md, and each run's log
+#   SVG=docs/reconcile-throughput.svg
+#
+#   REPEAT=1          measure database-operator at WORKERS this many more times at the end,
+#                     to show the run-to-run spread on a shared machine
+#
+# It builds what is missing (the control plane, the operator, the probe and the bare writer,
+# the peers), then for every run starts a fresh control plane PLANE (so every run starts from
+# the same state: an empty etcd, no leftover garbage collection or pods), seeds N parents,
+# measures, and stops the plane (also on failure). It prints the table, writes the plot, and
+# keeps each run's log and the apiserver's request counts in OUT/logs.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+
+N=${N:-2000}
+WORKERS=${WORKERS:-2}
+SWEEP=${SWEEP-1 2 4 8 16}
+QPS=${QPS:-500}
+BURST=${BURST:-1000}
+NAMESPACES=${NAMESPACES:-4}
+PEERS=${PEERS-sample-controller controller-runtime kube-runtime bare-writer bare-writer-events}
+export PLANE=${PLANE:-bench}
+# The default /24 holds 253 ClusterIPs; every Database has a Service.
+export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
+OUT=${OUT:-target/bench/e2e}
+SVG=${SVG:-docs/reconcile-throughput.svg}
+REPEAT=${REPEAT:-1}
+
+start=$(date +%s)
+log() { printf '[e2e %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+mkdir -p "$OUT/logs"
+results=$OUT/results.tsv
+
+trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
+
+log "building: control plane (cached in ~/.cache), operator, probe, bare writer, peers"
+hack/control-plane/build.sh >/dev/null
+cargo build --release -q --bin database-operator --example e2e-probe --example bare-writer
+hack/bench/build-peers.sh
+probe=target/release/examples/e2e-probe
+peers=target/peers
+
+printf 'label\timplementation\tworkers\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tload\tapiserver_cpu_seconds\tetcd_cpu_seconds\tkcm_cpu_seconds\tcommand\n' >"$results"
+plane_dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$PLANE
+export KUBECONFIG=$plane_dir/kubeconfig
+
+# plane_up: a fresh control plane with both CRDs. Every run gets its own, so none inherits
+# the previous run's etcd history, caches, garbage collection or pods.
+plane_up() {
+  hack/control-plane.sh down >/dev/null 2>&1 || true
+  hack/control-plane.sh up >"$OUT/control-plane.log" 2>&1 || { cat "$OUT/control-plane.log" >&2; die "the control plane did not start"; }
+  eval "$(hack/control-plane.sh env)"
+  target/release/database-operator crd | kubectl apply -f - >/dev/null
+  kubectl apply -f "$peers/sample-controller-crd.yaml" >/dev/null
+  kubectl wait --for=condition=Established crd/databases.example.com crd/foos.samplecontroller.k8s.io --timeout=60s >/dev/null
+  # The control plane's CPU during each measurement shows where the time goes.
+  also=()
+  for component in kube-apiserver etcd kube-controller-manager; do
+    also+=(--also "$component=$(cat "$plane_dir/$component.pid")")
+  done
+}
+
+run=0
+# measure LABEL IMPLEMENTATION KIND WORKERS COMMAND...: one measurement from a clean state.
+measure() {
+  local label=$1 impl=$2 kind=$3 workers=$4
+  shift 4
+  run=$((run + 1))
+  local namespaces=() i
+  for ((i = 0; i < NAMESPACES; i++)); do namespaces+=("e2e-$run-$i"); done
+  local ns_list
+  ns_list=$(IFS=,; echo "${namespaces[*]}")
+  log "[$label] starting a fresh control plane $PLANE"
+  plane_up
+  log "[$label] seeding $N ${kind}s in ${namespaces[*]}"
+  "$probe" seed --kind "$kind" --n "$N" --namespaces "$ns_list"
+  local load
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  log "[$label] measuring (load average $load): $*"
+  local line
+  if line=$("$probe" run --kind "$kind" --n "$N" --namespaces "$ns_list" --log "$OUT/logs/$label.log" "${also[@]}" --requests "$OUT/logs/$label.requests.tsv" -- "$@"); then
+    log "[$label] $line"
+    python3 - "$label" "$impl" "$workers" "$load" "$*" "$line" >>"$results" <<'PY'
+import json, sys
+label, impl, workers, load, command, line = sys.argv[1:]
+r = json.loads(line)
+plane = [r.get(f"{c}_cpu_seconds") for c in ("kube-apiserver", "etcd", "kube-controller-manager")]
+print("\t".join(map(str, [label, impl, workers, r["n"], r["seconds"], r["per_second"], r["cpu_seconds"], r["rss_mib"], load] + plane + [command])))
+PY
+  else
+    log "[$label] FAILED (log: $OUT/logs/$label.log); going on with the others"
+  fi
+  hack/control-plane.sh down >/dev/null 2>&1
+}
+
+limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST")
+# ours LABEL WORKERS: database-operator with WORKERS workers.
+ours() {
+  measure "$1" database-operator database "$2" target/release/database-operator --kubeconfig "$KUBECONFIG" \
+    --workers "$2" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0
+}
+
+# The comparison at WORKERS first, then the sweep (its WORKERS point is not measured twice).
+ours database-operator "$WORKERS"
+for peer in $PEERS; do
+  case $peer in
+    sample-controller)
+      measure "$peer" "$peer" foo "$WORKERS" "$peers/sample-controller-peer" -kubeconfig "$KUBECONFIG" \
+        -workers "$WORKERS" -kube-api-qps "$QPS" -kube-api-burst "$BURST" ;;
+    controller-runtime)
+      measure "$peer" "$peer" database "$WORKERS" "$peers/controller-runtime-peer" --kubeconfig "$KUBECONFIG" \
+        --workers "$WORKERS" "${limits[@]}" ;;
+    kube-runtime)
+      measure "$peer" "$peer" database "$WORKERS" "$peers/kube-runtime/release/kube-runtime-peer" \
+        --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
+    bare-writer)
+      measure "$peer" "$peer" database "$WORKERS" target/release/examples/bare-writer --kubeconfig "$KUBECONFIG" \
+        --workers "$WORKERS" "${limits[@]}" ;;
+    bare-writer-events)
+      measure "$peer" "$peer" database "$WORKERS" target/release/examples/bare-writer --kubeconfig "$KUBECONFIG" \
+        --workers "$WORKERS" "${limits[@]}" --events ;;
+    *) die "unknown peer $peer" ;;
+  esac
+done
+for workers in $SWEEP; do
+  [ "$workers" = "$WORKERS" ] && continue
+  ours "database-operator-w$workers" "$workers"
+done
+
+for ((i = 1; i <= REPEAT; i++)); do
+  ours "database-operator-again$i" "$WORKERS"
+done
+
+log "results ($results)"
+python3 hack/bench/report.py "$results" --workers "$WORKERS" --svg "$SVG" | tee "$OUT/results.md"
+log "done; the plot is $SVG"

@@ -1,0 +1,541 @@
+//! The measuring side of the end-to-end reconcile benchmark (hack/bench/e2e.sh), the same for
+//! every implementation measured.
+//!
+//! - `seed`: creates the benchmark namespaces and N parent objects in them (Databases, or
+//!   sample-controller's Foos), before any controller runs.
+//! - `run`: watches the parents and their Deployments and Services (one list, then one watch
+//!   per resource, metadata only for the children: the lowest-cost way to see every change),
+//!   starts the implementation's command, and stops the clock when every parent has its
+//!   children and an up-to-date status. At that moment it reads the process's CPU time
+//!   (utime + stime, /proc/PID/stat) and peak RSS (VmHWM, /proc/PID/status), then stops it.
+//!   It prints one JSON line with the figures.
+//!
+//! Converged means, for a Database: a Deployment and a Service of the same name whose
+//! controller ownerReference carries the Database's uid, and `status.observedGeneration ==
+//! metadata.generation`. For a Foo (sample-controller, which has no Service and no
+//! observedGeneration): a Deployment named `spec.deploymentName` controlled by the Foo, and
+//! `status.availableReplicas` written.
+//!
+//! Not part of the crate's API: an example target so that it shares the crate's build.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kube_client::Client;
+use kube_client::api::{Api, ListParams, PostParams, WatchParams};
+use kube_core::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, WatchEvent};
+use serde_json::json;
+use tokio::sync::Notify;
+
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Kind {
+    /// example.com/v1 Database (database-operator and its peers).
+    Database,
+    /// samplecontroller.k8s.io/v1alpha1 Foo (k8s.io/sample-controller).
+    Foo,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create the namespaces and N parents spread over them.
+    Seed {
+        #[arg(long, value_enum)]
+        kind: Kind,
+        #[arg(long)]
+        n: usize,
+        /// Comma-separated namespaces (created here).
+        #[arg(long, value_delimiter = ',')]
+        namespaces: Vec<String>,
+        /// Creates in flight.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+    },
+    /// Start COMMAND and measure until every parent in NAMESPACES has converged.
+    Run {
+        #[arg(long, value_enum)]
+        kind: Kind,
+        #[arg(long)]
+        n: usize,
+        #[arg(long, value_delimiter = ',')]
+        namespaces: Vec<String>,
+        /// Where the command's stdout and stderr go.
+        #[arg(long)]
+        log: PathBuf,
+        /// Also report the CPU-seconds these processes (NAME=PID, e.g. the apiserver) spent
+        /// during the measurement.
+        #[arg(long = "also", value_parser = parse_named_pid)]
+        also: Vec<(String, u32)>,
+        /// Write the apiserver's requests during the measurement (the increase of
+        /// apiserver_request_total by verb, resource and subresource) to this file.
+        #[arg(long)]
+        requests: Option<PathBuf>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
+        /// The implementation's command line.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+fn api_resource(kind: Kind) -> ApiResource {
+    match kind {
+        Kind::Database => ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Database")),
+        Kind::Foo => ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo"),
+            "foos",
+        ),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let client = Client::try_default().await.context("loading KUBECONFIG")?;
+    match cli.command {
+        Command::Seed { kind, n, namespaces, concurrency } => seed(client, kind, n, &namespaces, concurrency).await,
+        Command::Run { kind, n, namespaces, log, also, requests, timeout, command } => {
+            let options = RunOptions { log, also, requests, timeout: Duration::from_secs(timeout) };
+            run(client, kind, n, namespaces, options, command).await
+        }
+    }
+}
+
+async fn seed(client: Client, kind: Kind, n: usize, namespaces: &[String], concurrency: usize) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    for ns in namespaces {
+        let namespace =
+            Namespace { metadata: ObjectMeta { name: Some(ns.clone()), ..Default::default() }, ..Default::default() };
+        ns_api.create(&PostParams::default(), &namespace).await.with_context(|| format!("creating namespace {ns}"))?;
+    }
+    let resource = api_resource(kind);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (client, resource) = (client.clone(), resource.clone());
+            let ns = namespaces[i % namespaces.len()].clone();
+            async move {
+                let name = format!("db-{i:05}");
+                let spec = match kind {
+                    Kind::Database => json!({"size": "small", "image": "postgres:17"}),
+                    Kind::Foo => json!({"deploymentName": name, "replicas": 1}),
+                };
+                let object = DynamicObject::new(&name, &resource).within(&ns).data(json!({ "spec": spec }));
+                let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &resource);
+                api.create(&PostParams::default(), &object).await.with_context(|| format!("creating {ns}/{name}"))
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_for_each(|_| async { Ok(()) })
+        .await?;
+    eprintln!(
+        "[probe] seeded {n} {kind:?} objects in {} namespaces in {:.1}s",
+        namespaces.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// What the watches have seen, per `namespace/name`, and which parents have converged.
+#[derive(Default)]
+struct State {
+    /// parent key -> (uid, converged status, child key)
+    parents: HashMap<String, (String, bool, String)>,
+    /// child key -> controller uid, per child kind
+    deployments: HashMap<String, String>,
+    services: HashMap<String, String>,
+    converged: HashSet<String>,
+}
+
+impl State {
+    fn check(&mut self, kind: Kind, parent: &str) {
+        let done = self.parents.get(parent).is_some_and(|(uid, status_ok, child)| {
+            *status_ok
+                && self.deployments.get(child) == Some(uid)
+                && (kind == Kind::Foo || self.services.get(child) == Some(uid))
+        });
+        if done {
+            self.converged.insert(parent.to_string());
+        } else {
+            self.converged.remove(parent);
+        }
+    }
+
+    /// The parents whose child is `child` (the child's key equals the parent's for
+    /// Databases; for Foos it is the Foo's deploymentName, which the seed sets to its name).
+    fn parents_of(&self, child: &str) -> Vec<String> {
+        if self.parents.contains_key(child) { vec![child.to_string()] } else { Vec::new() }
+    }
+}
+
+fn key(meta: &ObjectMeta) -> String {
+    format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
+}
+
+fn controller_uid(meta: &ObjectMeta) -> String {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+        .unwrap_or_default()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Watched {
+    Parent,
+    Deployment,
+    Service,
+}
+
+struct Watch {
+    state: Arc<Mutex<State>>,
+    kind: Kind,
+    namespaces: Arc<HashSet<String>>,
+    changed: Arc<Notify>,
+}
+
+impl Watch {
+    fn apply(&self, what: Watched, meta: &ObjectMeta, data: Option<&serde_json::Value>, deleted: bool) {
+        if !meta.namespace.as_ref().is_some_and(|ns| self.namespaces.contains(ns)) {
+            return;
+        }
+        let key = key(meta);
+        let mut state = self.state.lock().expect("no panics while locked");
+        let parents = match what {
+            Watched::Parent => {
+                if deleted {
+                    state.parents.remove(&key);
+                } else {
+                    let status = data.and_then(|d| d.get("status"));
+                    let status_ok = match self.kind {
+                        Kind::Database => {
+                            meta.generation.is_some()
+                                && status.and_then(|s| s.get("observedGeneration")).and_then(|g| g.as_i64())
+                                    == meta.generation
+                        }
+                        Kind::Foo => status.and_then(|s| s.get("availableReplicas")).is_some(),
+                    };
+                    let child = match self.kind {
+                        Kind::Database => key.clone(),
+                        Kind::Foo => format!(
+                            "{}/{}",
+                            meta.namespace.as_deref().unwrap_or_default(),
+                            data.and_then(|d| d["spec"]["deploymentName"].as_str()).unwrap_or_default()
+                        ),
+                    };
+                    state.parents.insert(key.clone(), (meta.uid.clone().unwrap_or_default(), status_ok, child));
+                }
+                vec![key]
+            }
+            Watched::Deployment | Watched::Service => {
+                let map = if what == Watched::Deployment { &mut state.deployments } else { &mut state.services };
+                if deleted {
+                    map.remove(&key);
+                } else {
+                    map.insert(key.clone(), controller_uid(meta));
+                }
+                state.parents_of(&key)
+            }
+        };
+        for parent in parents {
+            state.check(self.kind, &parent);
+        }
+        drop(state);
+        self.changed.notify_one();
+    }
+}
+
+/// Lists then watches `api` for ever, feeding `watch`; relists when the watch expires (410).
+/// `listed` is notified after the first list.
+async fn follow<K>(
+    api: Api<K>,
+    what: Watched,
+    watch: Arc<Watch>,
+    listed: Arc<Notify>,
+    metadata_only: bool,
+) -> anyhow::Result<()>
+where
+    K: kube_core::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: serde::Serialize,
+{
+    let mut first = true;
+    loop {
+        // One paginated list, then a watch from its resourceVersion.
+        let mut rv;
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default().limit(500);
+            if let Some(token) = &continue_token {
+                lp = lp.continue_token(token);
+            }
+            if metadata_only {
+                let list = api.list_metadata(&lp).await?;
+                for item in &list.items {
+                    watch.apply(what, &item.metadata, None, false);
+                }
+                rv = list.metadata.resource_version.unwrap_or_default();
+                continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
+            } else {
+                let list = api.list(&lp).await?;
+                for item in &list.items {
+                    let value = serde_json::to_value(item)?;
+                    watch.apply(what, item.meta(), Some(&value), false);
+                }
+                rv = list.metadata.resource_version.unwrap_or_default();
+                continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
+            }
+            if continue_token.is_none() {
+                break;
+            }
+        }
+        if first {
+            listed.notify_one();
+            first = false;
+        }
+        loop {
+            let wp = WatchParams::default().timeout(290);
+            let expired = if metadata_only {
+                let mut stream = api.watch_metadata(&wp, &rv).await?.boxed();
+                let mut expired = false;
+                while let Some(event) = stream.try_next().await? {
+                    match event {
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                            rv = o.metadata.resource_version.clone().unwrap_or(rv);
+                            watch.apply(what, &o.metadata, None, false);
+                        }
+                        WatchEvent::Deleted(o) => {
+                            rv = o.metadata.resource_version.clone().unwrap_or(rv);
+                            watch.apply(what, &o.metadata, None, true);
+                        }
+                        WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
+                        WatchEvent::Error(status) if status.code == 410 => expired = true,
+                        WatchEvent::Error(status) => bail!("watch error: {}", status.message),
+                    }
+                }
+                expired
+            } else {
+                let mut stream = api.watch(&wp, &rv).await?.boxed();
+                let mut expired = false;
+                while let Some(event) = stream.try_next().await? {
+                    match event {
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                            rv = o.meta().resource_version.clone().unwrap_or(rv);
+                            watch.apply(what, o.meta(), Some(&serde_json::to_value(&o)?), false);
+                        }
+                        WatchEvent::Deleted(o) => {
+                            rv = o.meta().resource_version.clone().unwrap_or(rv);
+                            watch.apply(what, o.meta(), None, true);
+                        }
+                        WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
+                        WatchEvent::Error(status) if status.code == 410 => expired = true,
+                        WatchEvent::Error(status) => bail!("watch error: {}", status.message),
+                    }
+                }
+                expired
+            };
+            if expired {
+                break;
+            }
+        }
+    }
+}
+
+fn parse_named_pid(value: &str) -> Result<(String, u32), String> {
+    let (name, pid) = value.split_once('=').ok_or("expected NAME=PID")?;
+    Ok((name.to_string(), pid.parse().map_err(|e| format!("{pid}: {e}"))?))
+}
+
+/// utime + stime of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').context("malformed stat")?.1.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5); fields[0] is field 3.
+    Ok(fields[11].parse::<f64>()? + fields[12].parse::<f64>()?)
+}
+
+/// utime + stime in seconds, and VmHWM in MiB, of a running process.
+fn usage(pid: u32, ticks_per_second: f64) -> anyhow::Result<(f64, f64)> {
+    let ticks = cpu_ticks(pid)?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let hwm_kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .context("no VmHWM")?
+        .parse()?;
+    Ok((ticks / ticks_per_second, hwm_kib / 1024.0))
+}
+
+/// How `run` measures, besides what it waits for.
+struct RunOptions {
+    log: PathBuf,
+    also: Vec<(String, u32)>,
+    requests: Option<PathBuf>,
+    timeout: Duration,
+}
+
+/// apiserver_request_total summed by (verb, group/resource/subresource), from /metrics.
+async fn apiserver_requests(client: &Client) -> anyhow::Result<HashMap<(String, String), f64>> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await.context("reading the apiserver's /metrics")?;
+    let mut totals = HashMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let Some((labels, value)) = line.rsplit_once(' ') else { continue };
+        let label = |name: &str| {
+            labels
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (group, resource, subresource) = (label("group"), label("resource"), label("subresource"));
+        let mut what = if group.is_empty() { resource } else { format!("{group}/{resource}") };
+        if !subresource.is_empty() {
+            what = format!("{what}/{subresource}");
+        }
+        *totals.entry((label("verb"), what)).or_default() += value.parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(totals)
+}
+
+async fn run(
+    client: Client,
+    kind: Kind,
+    n: usize,
+    namespaces: Vec<String>,
+    options: RunOptions,
+    command: Vec<String>,
+) -> anyhow::Result<()> {
+    let RunOptions { log, also, requests, timeout } = options;
+    let ticks_per_second: f64 =
+        String::from_utf8(std::process::Command::new("getconf").arg("CLK_TCK").output()?.stdout)?
+            .trim()
+            .parse()
+            .context("getconf CLK_TCK")?;
+    let watch = Arc::new(Watch {
+        state: Arc::default(),
+        kind,
+        namespaces: Arc::new(namespaces.into_iter().collect()),
+        changed: Arc::new(Notify::new()),
+    });
+    let listed: Vec<Arc<Notify>> = (0..3).map(|_| Arc::new(Notify::new())).collect();
+    let resource = api_resource(kind);
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(follow(
+        Api::<DynamicObject>::all_with(client.clone(), &resource),
+        Watched::Parent,
+        watch.clone(),
+        listed[0].clone(),
+        false,
+    ));
+    tasks.spawn(follow(
+        Api::<Deployment>::all(client.clone()),
+        Watched::Deployment,
+        watch.clone(),
+        listed[1].clone(),
+        true,
+    ));
+    tasks.spawn(follow(Api::<Service>::all(client.clone()), Watched::Service, watch.clone(), listed[2].clone(), true));
+    for l in &listed {
+        l.notified().await;
+    }
+    let parents = watch.state.lock().expect("no panics while locked").parents.len();
+    if parents != n {
+        bail!("expected {n} parents in the benchmark namespaces before the start, found {parents}");
+    }
+
+    let requests_before = match &requests {
+        Some(_) => Some(apiserver_requests(&client).await?),
+        None => None,
+    };
+    let also_before: Vec<f64> = also.iter().map(|(_, pid)| cpu_ticks(*pid).unwrap_or(f64::NAN)).collect();
+    let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", command[0]))?;
+    let pid = child.id().context("the command exited at once")?;
+    eprintln!("[probe] started pid {pid}: {}", command.join(" "));
+
+    // Stopped ourselves (Ctrl-C, or the script's trap): stop the command too.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let deadline = started + timeout;
+    let mut last_report = Instant::now();
+    let outcome = loop {
+        let converged = watch.state.lock().expect("no panics while locked").converged.len();
+        if converged >= n {
+            break Ok(started.elapsed());
+        }
+        if last_report.elapsed() >= Duration::from_secs(10) {
+            eprintln!("[probe] {:>5.0}s: {converged}/{n} converged", started.elapsed().as_secs_f64());
+            last_report = Instant::now();
+        }
+        tokio::select! {
+            _ = watch.changed.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            status = child.wait() => break Err(anyhow::anyhow!("the command exited before convergence: {}", status?)),
+            Some(result) = tasks.join_next() => break Err(anyhow::anyhow!("a watch stopped: {:?}", result?)),
+            _ = terminate.recv() => break Err(anyhow::anyhow!("terminated")),
+            _ = tokio::signal::ctrl_c() => break Err(anyhow::anyhow!("interrupted")),
+        }
+        if Instant::now() > deadline {
+            break Err(anyhow::anyhow!("timed out with {converged}/{n} converged"));
+        }
+    };
+    let measured = usage(pid, ticks_per_second);
+    let also_cpu: serde_json::Map<String, serde_json::Value> = also
+        .iter()
+        .zip(&also_before)
+        .map(|((name, pid), before)| {
+            let spent = (cpu_ticks(*pid).unwrap_or(f64::NAN) - before) / ticks_per_second;
+            (format!("{name}_cpu_seconds"), json!((spent * 100.0).round() / 100.0))
+        })
+        .collect();
+    if let (Some(path), Some(before)) = (&requests, &requests_before) {
+        let after = apiserver_requests(&client).await?;
+        let mut rows: Vec<_> = after
+            .iter()
+            .map(|(key, v)| (key, v - before.get(key).copied().unwrap_or(0.0)))
+            .filter(|(_, delta)| *delta > 0.0)
+            .collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let text: String = rows.iter().map(|((verb, what), delta)| format!("{delta}\t{verb}\t{what}\n")).collect();
+        std::fs::write(path, text)?;
+    }
+    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+    let seconds = outcome?.as_secs_f64();
+    let (cpu_seconds, rss_mib) = measured?;
+    let mut result = json!({
+        "n": n,
+        "seconds": (seconds * 1000.0).round() / 1000.0,
+        "per_second": ((n as f64 / seconds) * 10.0).round() / 10.0,
+        "cpu_seconds": (cpu_seconds * 100.0).round() / 100.0,
+        "rss_mib": (rss_mib * 10.0).round() / 10.0,
+    });
+    result.as_object_mut().expect("an object").extend(also_cpu);
+    println!("{result}");
+    Ok(())
+}
