@@ -35,7 +35,8 @@ BURST=${BURST:-1000}
 NAMESPACES=${NAMESPACES:-4}
 PEERS=${PEERS-sample-controller controller-runtime kube-runtime bare-writer bare-writer-events}
 export PLANE=${PLANE:-bench}
-# The default /24 holds 253 ClusterIPs; every Database has a Service.
+# Every Database has a Service: the plane's Service range must hold N ClusterIPs (a /24 holds
+# 253); hack/control-plane.sh's default /16 does.
 export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
 OUT=${OUT:-target/bench/e2e}
 SVG=${SVG:-docs/reconcile-throughput.svg}

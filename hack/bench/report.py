@@ -149,9 +149,12 @@ def svg(sweep, others, workers):
     out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="black"/>')
     out.append(f'<text x="{left + plot_w / 2}" y="{height - 18}" text-anchor="middle">workers (concurrent reconciles)</text>')
     out.append(f'<text transform="translate(18 {top + plot_h / 2}) rotate(-90)" text-anchor="middle">'
-               f'reconciles per second (N / convergence seconds)</text>')
-    points = " ".join(f"{x(r['workers']):.1f},{y(r['per_second']):.1f}" for r in sweep)
-    out.append(f'<polyline points="{points}" fill="none" stroke="#1f77b4" stroke-width="2.5"/>')
+               f'reconciles / s (N / seconds to converge)</text>')
+    # Separate segments rather than one open path: some SVG renderers (ImageMagick's) close an
+    # unfilled path.
+    for a, b in zip(sweep, sweep[1:]):
+        out.append(f'<line x1="{x(a["workers"]):.1f}" y1="{y(a["per_second"]):.1f}" x2="{x(b["workers"]):.1f}" '
+                   f'y2="{y(b["per_second"]):.1f}" stroke="#1f77b4" stroke-width="2.5"/>')
     for r in sweep:
         out.append(f'<circle cx="{x(r["workers"]):.1f}" cy="{y(r["per_second"]):.1f}" r="4" fill="#1f77b4"/>')
         out.append(f'<text x="{x(r["workers"]):.1f}" y="{y(r["per_second"]) - 9:.1f}" text-anchor="middle" '
@@ -173,7 +176,9 @@ def svg(sweep, others, workers):
         ly = legend_y + 22 * (i + 1)
         out.append(f'<rect x="{legend_x + 6}" y="{ly - 4}" width="8" height="8" fill="{c}"/>')
         out.append(f'<text x="{legend_x + 26}" y="{ly + 4}">{name}: {r["per_second"]:.0f}/s</text>')
-    out.append(f'<text x="{legend_x}" y="{legend_y + 22 * (len(others) + 1) + 10}" fill="#555">peers at workers = {workers}</text>')
+    note_y = legend_y + 22 * (len(others) + 1) + 10
+    out.append(f'<text x="{legend_x}" y="{note_y}" fill="#555">peers at workers = {workers};</text>')
+    out.append(f'<text x="{legend_x}" y="{note_y + 16}" fill="#555">repeated runs: their mean</text>')
     out.append("</svg>\n")
     return "\n".join(out)
 
