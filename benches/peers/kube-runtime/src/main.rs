@@ -122,15 +122,24 @@ async fn main() -> anyhow::Result<()> {
         .with_layer(&throttle::ThrottleLayer::new(args.kube_api_qps, args.kube_api_burst))
         .build();
 
-    let databases = Api::<Database>::all(client.clone());
+    // Nothing here reads managedFields: keep them out of the caches (the kube-rs optimization
+    // guide's `.modify()`).
+    let (databases, databases_writer) = reflector::store();
+    let database_stream = watcher(Api::<Database>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(|db| db.managed_fields_mut().clear())
+        .reflect(databases_writer)
+        .applied_objects();
     let (deployments, deployments_writer) = reflector::store();
     let (services, services_writer) = reflector::store();
     let deployment_stream = watcher(Api::<Deployment>::all(client.clone()), watcher::Config::default())
         .default_backoff()
+        .modify(|d| d.managed_fields_mut().clear())
         .reflect(deployments_writer)
         .touched_objects();
     let service_stream = watcher(Api::<Service>::all(client.clone()), watcher::Config::default())
         .default_backoff()
+        .modify(|s| s.managed_fields_mut().clear())
         .reflect(services_writer)
         .touched_objects();
 
@@ -138,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
     let context =
         Arc::new(Context { client: client.clone(), deployments, services, recorder: Recorder::new(client, reporter) });
     info!(workers = args.workers, "starting");
-    Controller::new(databases, watcher::Config::default())
+    Controller::for_stream(database_stream, databases)
         .owns_stream(deployment_stream)
         .owns_stream(service_stream)
         .with_config(controller::Config::default().concurrency(args.workers))
