@@ -14,7 +14,6 @@
 #   PLANE=bench       the control plane this script starts and stops
 #   OUT=target/bench/e2e   results.tsv, results.md, and each run's log
 #   SVG=docs/reconcile-throughput.svg
-#
 #   REPEAT=1          measure database-operator at WORKERS this many more times at the end,
 #                     to show the run-to-run spread on a shared machine
 #

@@ -78,14 +78,14 @@ def main():
         print("\n### Ratios (targets in brackets; measured, not asserted)\n")
         equal = [at[p] for p in EQUAL_PEERS if p in at]
         every = [at[p] for p in PEERS if p in at]
-        for title, peers in (("peers doing the same work (controller-runtime, kube-runtime)", equal),
+        for title, peers in (("the peers doing the same work (controller-runtime, kube-runtime)", equal),
                              ("all peers, sample-controller included (it does less work per object)", every)):
             if not peers:
                 continue
             fastest = max(peers, key=lambda r: r["per_second"])
             leanest_cpu = min(peers, key=lambda r: r["cpu_seconds"])
             leanest_rss = min(peers, key=lambda r: r["rss_mib"])
-            print(f"Against the best of the {title}:\n")
+            print(f"Against the best of {title}:\n")
             print(f"- throughput, ours / best peer ({fastest['implementation']}): "
                   f"**{ours['per_second'] / fastest['per_second']:.2f}x** [>= 1.5x]")
             print(f"- CPU-seconds, best peer ({leanest_cpu['implementation']}) / ours: "

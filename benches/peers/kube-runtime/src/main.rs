@@ -143,7 +143,8 @@ async fn main() -> anyhow::Result<()> {
         .reflect(services_writer)
         .touched_objects();
 
-    let reporter = Reporter { controller: "example.com/database-operator".into(), instance: std::env::var("HOSTNAME").ok() };
+    let reporter =
+        Reporter { controller: "example.com/database-operator".into(), instance: std::env::var("HOSTNAME").ok() };
     let context =
         Arc::new(Context { client: client.clone(), deployments, services, recorder: Recorder::new(client, reporter) });
     info!(workers = args.workers, "starting");
@@ -211,7 +212,12 @@ async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error
 
 /// Applies `desired` unless the cached `live` already holds every field it sets. The inner
 /// `Err` is the apiserver's refusal (400/422) of the child.
-async fn ensure<K>(ctx: &Context, db: &Database, desired: K, live: Option<Arc<K>>) -> Result<Result<Arc<K>, String>, Error>
+async fn ensure<K>(
+    ctx: &Context,
+    db: &Database,
+    desired: K,
+    live: Option<Arc<K>>,
+) -> Result<Result<Arc<K>, String>, Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -389,10 +395,15 @@ fn failing(deployment: &Deployment) -> Option<Blocker> {
         .iter()
         .find(|c| {
             (c.type_ == "ReplicaFailure" && c.status == "True")
-                || (c.type_ == "Progressing" && c.status == "False" && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+                || (c.type_ == "Progressing"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
         })
         .map(|c| {
-            Blocker::DeploymentFailing(c.reason.clone().unwrap_or_else(|| c.type_.clone()), c.message.clone().unwrap_or_default())
+            Blocker::DeploymentFailing(
+                c.reason.clone().unwrap_or_else(|| c.type_.clone()),
+                c.message.clone().unwrap_or_default(),
+            )
         })
 }
 
@@ -406,7 +417,12 @@ fn rolled_out(deployment: &Deployment) -> bool {
 
 /// database-operator's status rules: phase Pending / Ready / Degraded and the conditions
 /// Ready, Progressing, Degraded, whose transition times move only when their status flips.
-fn desired_status(db: &Database, deployment: Option<&Deployment>, blocker: Option<&Blocker>, now: &Time) -> DatabaseStatus {
+fn desired_status(
+    db: &Database,
+    deployment: Option<&Deployment>,
+    blocker: Option<&Blocker>,
+    now: &Time,
+) -> DatabaseStatus {
     let generation = db.meta().generation;
     let previous = db.status.as_ref();
     let ready_replicas = deployment.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0);
@@ -442,7 +458,11 @@ fn desired_status(db: &Database, deployment: Option<&Deployment>, blocker: Optio
         ),
         None => (
             "Pending",
-            (false, "DeploymentNotReady", "waiting for the Deployment to roll out and a replica to become ready".to_string()),
+            (
+                false,
+                "DeploymentNotReady",
+                "waiting for the Deployment to roll out and a replica to become ready".to_string(),
+            ),
             progressing_now,
             (false, "AsExpected", "nothing is wrong yet".to_string()),
         ),

@@ -80,4 +80,3 @@ where
         self.inner.call(request)
     }
 }
-
