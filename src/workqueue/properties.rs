@@ -95,10 +95,14 @@ fn run(ops: Vec<Op>, work: Vec<Vec<u8>>, drain_after: Option<usize>) -> Arc<Reco
             let split = drain_after.unwrap_or(ops.len()).min(ops.len());
             produce(&queue, &record, &ops[..split]).await;
             // Shutdown begins on the first poll; the tickets in flight then must all be done
-            // when the drain returns.
+            // when the drain returns. The snapshot is taken just before that poll: a ticket in it
+            // is held by a worker (a worker records its ticket after `get` and removes it before
+            // `done`). A snapshot taken after the poll would also catch a key a worker got after
+            // a drain that returned at once (`get` still hands out queued keys while shutting
+            // down), which no drain promises to wait for.
+            let at_shutdown: Vec<u64> = record.in_flight.lock().unwrap().iter().copied().collect();
             let mut drain = std::pin::pin!(queue.shut_down_with_drain());
             let drained = futures::poll!(drain.as_mut()).is_ready();
-            let at_shutdown: Vec<u64> = record.in_flight.lock().unwrap().iter().copied().collect();
             produce(&queue, &record, &ops[split..]).await; // all ignored
             if !drained {
                 drain.await;
