@@ -14,15 +14,18 @@
 //! - [`controller`]: N workers draining the queue into a reconcile function.
 //! - [`database`]: the `Database` resource, its children and its reconcile.
 //! - [`operator`]: all of the above assembled for the binary; [`cli`] its flags.
-//! - [`events`], [`throttle`], [`ops`]: Kubernetes Events with series, client-side API
-//!   throttling, the metrics and health-probe endpoints.
+//! - [`client`]: the API client: throttled, retried as the server asks, measured.
+//! - [`events`], [`ops`]: Kubernetes Events with series, the metrics and health-probe endpoints.
 
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub mod database;
 pub mod events;
 pub mod informer;
 pub mod operator;
 pub mod ops;
-pub mod throttle;
 pub mod workqueue;
+
+/// The throttle moved into [`client`]; this path stays for code written against it.
+pub use client::throttle;

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use database_operator::cli::{Cli, Command, LogFormat, bind_address};
 use database_operator::ops::leader;
-use database_operator::{database, operator};
+use database_operator::{client, database, operator};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -39,9 +39,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
-    let client =
-        operator::client(args.kubeconfig.as_deref(), args.context.as_deref(), args.kube_api_qps, args.kube_api_burst)
-            .await?;
+    let request_metrics = client::RequestMetrics::default();
+    let limits = client::Limits { qps: args.kube_api_qps, burst: args.kube_api_burst };
+    let client = client::load(args.kubeconfig.as_deref(), args.context.as_deref(), limits, &request_metrics).await?;
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "database-operator".to_string());
@@ -70,6 +70,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         health_address: bind_address(&args.health_probe_bind_address)
             .map_err(|e| anyhow::anyhow!("--health-probe-bind-address {e}"))?,
         leader_election,
+        request_metrics: Some(request_metrics),
     };
 
     let cancel = CancellationToken::new();

@@ -8,39 +8,33 @@
 //! ```
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube_client::Client;
-use kube_client::client::ClientBuilder;
-use kube_client::config::{Config, KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::client::{self, RequestMetrics};
 use crate::controller;
 use crate::database::{Database, DatabaseReconciler};
 use crate::events::Recorder;
 use crate::informer::{self, Factory, key_of};
 use crate::ops::leader::{self, Elector, Ended};
 use crate::ops::{self, Health};
-use crate::throttle::ThrottleLayer;
 use crate::workqueue::{self, RateLimitingQueue};
 
 /// What can stop the operator.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No usable cluster configuration.
-    #[error("cannot load a Kubernetes configuration: {0}; pass --kubeconfig, set KUBECONFIG, or run in a cluster")]
-    Config(String),
-    /// The client could not be built from the configuration.
-    #[error("cannot build a Kubernetes client: {0}")]
-    Client(#[source] kube_client::Error),
+    /// No client: no usable configuration, or one a client cannot be built from.
+    #[error(transparent)]
+    Client(#[from] client::Error),
     /// The controller stopped with an error.
     #[error(transparent)]
     Controller(#[from] controller::Error),
@@ -80,6 +74,9 @@ pub struct Options {
     pub health_address: Option<SocketAddr>,
     /// Run workers only while holding this Lease; `None` runs them at once.
     pub leader_election: Option<leader::Config>,
+    /// The API request metrics of the client passed to [`run`] (see [`client::from_config`]),
+    /// served on `/metrics`.
+    pub request_metrics: Option<RequestMetrics>,
 }
 
 impl Options {
@@ -95,30 +92,9 @@ impl Options {
             metrics_address: None,
             health_address: None,
             leader_election: None,
+            request_metrics: None,
         }
     }
-}
-
-/// A client for `kubeconfig` (else in-cluster config, else the default kubeconfig), with
-/// every request throttled to `qps` and `burst`.
-///
-/// # Errors
-///
-/// [`Error::Config`] when no configuration can be loaded; [`Error::Client`] when it is unusable.
-pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>, qps: f32, burst: u32) -> Result<Client, Error> {
-    let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(file, &options).await.map_err(|e| Error::Config(e.to_string()))?
-        }
-        None => match Config::incluster() {
-            Ok(config) if context.is_none() => config,
-            _ => Config::from_kubeconfig(&options).await.map_err(|e| Error::Config(e.to_string()))?,
-        },
-    };
-    let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
-    Ok(builder.with_layer(&ThrottleLayer::new(qps, burst)).build())
 }
 
 /// Runs the Database controller until `cancel` fires, then drains in-flight reconciles and
@@ -132,6 +108,9 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let queue_metrics = workqueue::Metrics::register(&mut registry);
     let informer_metrics = informer::Metrics::new(&mut registry);
     let controller_metrics = controller::Metrics::register(&mut registry);
+    if let Some(request_metrics) = &options.request_metrics {
+        request_metrics.register(&mut registry);
+    }
     // client-go's leader election metric name.
     let is_leader = Family::<Vec<(String, String)>, Gauge>::default();
     registry.register(

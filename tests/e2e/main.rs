@@ -8,3 +8,4 @@ mod operator;
 mod plane;
 mod rbac;
 mod shutdown;
+mod throttling;

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use database_operator::client::{self, Limits, RequestMetrics};
 use database_operator::database::{Database, DatabaseSpec, Phase, Size};
 use database_operator::operator::{self, Options};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -407,8 +408,13 @@ async fn metrics_and_probes_report_what_the_operator_does() {
     let mut options = Options::new(Some(f.ns.name.clone()), 2);
     options.metrics_address = Some(metrics);
     options.health_address = Some(health);
+    // The client built as the binary builds it, so the API request series are recorded.
+    let requests = RequestMetrics::default();
+    let config = kube_client::Config::infer().await.expect("the plane's kubeconfig");
+    let client = client::from_config(config, Limits { qps: 50.0, burst: 100 }, &requests).expect("a client");
+    options.request_metrics = Some(requests);
     let cancel = CancellationToken::new();
-    let task = tokio::spawn(operator::run(f.client.clone(), options, cancel.clone()));
+    let task = tokio::spawn(operator::run(client, options, cancel.clone()));
 
     wait_until("/readyz to answer 200 once the caches synced", CONVERGE, || async {
         (http_get(health, "/readyz").await?.0 == 200).then_some(())
@@ -428,13 +434,21 @@ async fn metrics_and_probes_report_what_the_operator_does() {
     assert!(after.contains("workqueue_queue_duration_seconds_bucket{"), "{after}");
     assert!(after.contains("controller_runtime_reconcile_time_seconds_count{controller=\"database\"}"));
     assert!(after.contains("informer_watches_total{"), "{after}");
+    let patched = after.lines().find(|l| l.starts_with(r#"rest_client_requests_total{code="200",method="PATCH""#));
+    assert!(patched.is_some(), "the server-side applies are counted: {after}");
+    assert!(after.contains(r#"rest_client_request_duration_seconds_bucket{le="0.005",verb="PATCH""#), "{after}");
     assert!(sample(&after, success) > sample(&before, success).or(Some(0.0)), "the series moved");
     // A Prometheus text-format parser accepts the scrape, and finds the families above.
     let scrape = prometheus_parse::Scrape::parse(after.lines().map(|l| Ok(l.to_string()))).expect("a valid scrape");
     let names: std::collections::BTreeSet<&str> = scrape.samples.iter().map(|s| s.metric.as_str()).collect();
-    for family in
-        ["workqueue_depth", "workqueue_adds_total", "controller_runtime_reconcile_total", "informer_lists_total"]
-    {
+    for family in [
+        "workqueue_depth",
+        "workqueue_adds_total",
+        "controller_runtime_reconcile_total",
+        "informer_lists_total",
+        "rest_client_requests_total",
+        "rest_client_request_duration_seconds_count",
+    ] {
         assert!(names.contains(family), "{family} missing from the parsed scrape: {names:?}");
     }
     assert!(after.trim_end().ends_with("# EOF"));

@@ -17,9 +17,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
+use database_operator::client;
 use database_operator::database::{Database, children, status};
 use database_operator::events::{EventType, Recorder};
-use database_operator::operator;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -48,7 +48,8 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let client = operator::client(args.kubeconfig.as_deref(), None, args.kube_api_qps, args.kube_api_burst).await?;
+    let limits = client::Limits { qps: args.kube_api_qps, burst: args.kube_api_burst };
+    let client = client::load(args.kubeconfig.as_deref(), None, limits, &client::RequestMetrics::default()).await?;
     // Events go through the operator's own recorder (queued, written by a background task).
     let recorder = args.events.then(|| Recorder::new(client.clone(), "example.com/database-operator", "bare-writer").0);
     let started = Instant::now();
