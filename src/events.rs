@@ -11,10 +11,9 @@
 //! event and returns; one background task per recorder writes the queue in order (so series
 //! are counted right) and logs failures. A reconcile never waits for, nor fails on, an event.
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use dashmap::DashMap;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -84,7 +83,48 @@ struct Writer {
     client: Client,
     controller: String,
     instance: String,
-    series: Arc<DashMap<SeriesKey, Series>>,
+    series: SeriesCache,
+}
+
+/// The series published within the window, forgotten in the order they began: each event
+/// costs O(1) bookkeeping however many series are open (sweeping the whole map on every new
+/// event made publishing N events O(N²)).
+#[derive(Debug, Default)]
+struct SeriesCache {
+    open: HashMap<SeriesKey, Series>,
+    /// When each series began, oldest first. A key published again after its series expired
+    /// appears twice; the older entry is skipped when its time no longer matches.
+    started: VecDeque<(Instant, SeriesKey)>,
+}
+
+impl SeriesCache {
+    /// The series `key` belongs to, if one began within the window before `now`.
+    fn live(&mut self, key: &SeriesKey, now: Instant) -> Option<&mut Series> {
+        self.forget_expired(now);
+        self.open.get_mut(key)
+    }
+
+    /// Records that a new series for `key` began at `series.first_seen`.
+    fn begin(&mut self, key: SeriesKey, series: Series) {
+        self.started.push_back((series.first_seen, key.clone()));
+        self.open.insert(key, series);
+    }
+
+    fn forget_expired(&mut self, now: Instant) {
+        while let Some((began, _)) = self.started.front() {
+            if now.saturating_duration_since(*began) < SERIES_WINDOW {
+                break;
+            }
+            let (began, key) = self.started.pop_front().expect("front() was Some");
+            if self.open.get(&key).is_some_and(|series| series.first_seen == began) {
+                self.open.remove(&key);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.open.len()
+    }
 }
 
 impl std::fmt::Debug for Recorder {
@@ -104,11 +144,11 @@ impl Recorder {
     /// Outside a Tokio runtime.
     pub fn new(client: Client, controller: &str, instance: &str) -> (Self, JoinHandle<()>) {
         let (queue, mut requests) = mpsc::unbounded_channel::<Request>();
-        let writer = Writer {
+        let mut writer = Writer {
             client,
             controller: controller.to_string(),
             instance: instance.to_string(),
-            series: Arc::new(DashMap::new()),
+            series: SeriesCache::default(),
         };
         let task = tokio::spawn(async move {
             while let Some(request) = requests.recv().await {
@@ -148,7 +188,7 @@ impl Recorder {
 }
 
 impl Writer {
-    async fn write(&self, request: &Request) -> Result<(), kube_client::Error> {
+    async fn write(&mut self, request: &Request) -> Result<(), kube_client::Error> {
         let regarding = &request.regarding;
         let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_string());
         let key = SeriesKey {
@@ -160,16 +200,22 @@ impl Writer {
         };
         let now = MicroTime(Timestamp::now());
 
-        let repeat = self.series.get(&key).filter(|s| s.first_seen.elapsed() < SERIES_WINDOW).map(|s| s.clone());
-        if let Some(mut series) = repeat {
-            series.count += 1;
+        if let Some(series) = self.series.live(&key, Instant::now()) {
+            let count = series.count + 1;
             let events: Api<Event> = Api::namespaced(self.client.clone(), &series.namespace);
             let patch = serde_json::json!({
-                "series": EventSeries { count: series.count, last_observed_time: now },
+                "series": EventSeries { count, last_observed_time: now.clone() },
             });
-            events.patch(&series.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            self.series.insert(key, series);
-            return Ok(());
+            match events.patch(&series.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {
+                    series.count = count;
+                    return Ok(());
+                }
+                // The Event was deleted (or expired: the apiserver keeps events an hour by
+                // default): begin a new series rather than fail every repeat.
+                Err(kube_client::Error::Api(status)) if status.code == 404 => {}
+                Err(err) => return Err(err),
+            }
         }
 
         let name = regarding.name.as_deref().unwrap_or("object");
@@ -193,8 +239,7 @@ impl Writer {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let created = events.create(&PostParams::default(), &event).await?;
         let name = created.metadata.name.unwrap_or_default();
-        self.series.retain(|_, s| s.first_seen.elapsed() < SERIES_WINDOW);
-        self.series.insert(key, Series { namespace, name, count: 1, first_seen: Instant::now() });
+        self.series.begin(key, Series { namespace, name, count: 1, first_seen: Instant::now() });
         Ok(())
     }
 }
@@ -214,6 +259,63 @@ fn truncate(note: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(reason: &str) -> SeriesKey {
+        SeriesKey {
+            uid: "uid-1".into(),
+            type_: EventType::Warning,
+            reason: reason.into(),
+            action: "Reconcile".into(),
+            note: "the apiserver refused".into(),
+        }
+    }
+
+    fn series(first_seen: Instant) -> Series {
+        Series { namespace: "ns".into(), name: "db.1".into(), count: 1, first_seen }
+    }
+
+    #[test]
+    fn a_repeat_within_the_window_finds_its_series_and_a_later_one_does_not() {
+        let start = Instant::now();
+        let mut cache = SeriesCache::default();
+        cache.begin(key("Failed"), series(start));
+
+        let within = cache.live(&key("Failed"), start + SERIES_WINDOW - Duration::from_secs(1));
+        within.expect("a repeat inside the window").count += 1;
+        assert_eq!(cache.open[&key("Failed")].count, 2);
+        assert!(cache.live(&key("Other"), start).is_none());
+        assert!(cache.live(&key("Failed"), start + SERIES_WINDOW).is_none(), "six minutes later: a new event");
+        assert_eq!(cache.len(), 0, "the expired series is forgotten");
+    }
+
+    #[test]
+    fn a_series_begun_again_is_not_forgotten_with_its_predecessor() {
+        let start = Instant::now();
+        let mut cache = SeriesCache::default();
+        cache.begin(key("Failed"), series(start));
+        let again = start + SERIES_WINDOW;
+        assert!(cache.live(&key("Failed"), again).is_none());
+        cache.begin(key("Failed"), series(again));
+        cache.begin(key("Other"), series(again + Duration::from_secs(1)));
+
+        // The stale queue entry of the first series must not remove the second.
+        assert!(cache.live(&key("Failed"), again + Duration::from_secs(2)).is_some());
+        assert_eq!(cache.len(), 2);
+        assert!(cache.live(&key("Other"), again + SERIES_WINDOW + Duration::from_secs(1)).is_none());
+        assert_eq!(cache.len(), 0);
+        assert!(cache.started.is_empty());
+    }
+
+    #[test]
+    fn young_series_all_stay_open() {
+        let start = Instant::now();
+        let mut cache = SeriesCache::default();
+        for i in 0..10_000 {
+            cache.begin(key(&format!("r{i}")), series(start));
+            assert!(cache.live(&key("absent"), start).is_none());
+        }
+        assert_eq!(cache.len(), 10_000);
+    }
 
     #[test]
     fn long_notes_are_cut_on_a_character_boundary() {
