@@ -121,10 +121,6 @@ impl SeriesCache {
             }
         }
     }
-
-    fn len(&self) -> usize {
-        self.open.len()
-    }
 }
 
 impl std::fmt::Debug for Recorder {
@@ -285,7 +281,7 @@ mod tests {
         assert_eq!(cache.open[&key("Failed")].count, 2);
         assert!(cache.live(&key("Other"), start).is_none());
         assert!(cache.live(&key("Failed"), start + SERIES_WINDOW).is_none(), "six minutes later: a new event");
-        assert_eq!(cache.len(), 0, "the expired series is forgotten");
+        assert_eq!(cache.open.len(), 0, "the expired series is forgotten");
     }
 
     #[test]
@@ -300,9 +296,9 @@ mod tests {
 
         // The stale queue entry of the first series must not remove the second.
         assert!(cache.live(&key("Failed"), again + Duration::from_secs(2)).is_some());
-        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.open.len(), 2);
         assert!(cache.live(&key("Other"), again + SERIES_WINDOW + Duration::from_secs(1)).is_none());
-        assert_eq!(cache.len(), 0);
+        assert_eq!(cache.open.len(), 0);
         assert!(cache.started.is_empty());
     }
 
@@ -314,7 +310,7 @@ mod tests {
             cache.begin(key(&format!("r{i}")), series(start));
             assert!(cache.live(&key("absent"), start).is_none());
         }
-        assert_eq!(cache.len(), 10_000);
+        assert_eq!(cache.open.len(), 10_000);
     }
 
     #[test]
