@@ -8,9 +8,9 @@ use kube_core::Resource;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::Error;
 use super::metrics::{ControllerMetrics, Metrics};
 use super::worker::{self, Reconciler};
+use super::{Error, ObjectKey};
 use crate::informer::{EventHandler, Informer, key_of};
 use crate::workqueue::RateLimitingQueue;
 
@@ -18,7 +18,7 @@ use crate::workqueue::RateLimitingQueue;
 type Mapper<C> = Arc<dyn Fn(&C) -> Vec<String> + Send + Sync>;
 
 /// Registers one informer's event handler on the controller's queue.
-type Wire = Box<dyn FnOnce(&RateLimitingQueue<String>) + Send>;
+type Wire = Box<dyn FnOnce(&RateLimitingQueue<ObjectKey>) + Send>;
 
 /// Something whose cache can be waited on.
 type SyncCheck = (String, Box<dyn Fn() -> bool + Send + Sync>);
@@ -39,7 +39,7 @@ type SyncCheck = (String, Box<dyn Fn() -> bool + Send + Sync>);
 pub struct Builder<K> {
     name: String,
     primary: Arc<Informer<K>>,
-    queue: Option<RateLimitingQueue<String>>,
+    queue: Option<RateLimitingQueue<ObjectKey>>,
     syncs: Vec<SyncCheck>,
     wiring: Vec<Wire>,
     workers: usize,
@@ -113,7 +113,7 @@ where
     }
 
     /// Use this queue (e.g. with metrics or another rate limiter) instead of a default one.
-    pub fn queue(mut self, queue: RateLimitingQueue<String>) -> Self {
+    pub fn queue(mut self, queue: RateLimitingQueue<ObjectKey>) -> Self {
         self.queue = Some(queue);
         self
     }
@@ -147,7 +147,7 @@ pub struct Controller<K> {
     metrics: Option<ControllerMetrics>,
     name: String,
     primary: Arc<Informer<K>>,
-    queue: RateLimitingQueue<String>,
+    queue: RateLimitingQueue<ObjectKey>,
     syncs: Vec<SyncCheck>,
     workers: usize,
     cache_sync_timeout: Duration,
@@ -161,7 +161,7 @@ impl<K> Debug for Controller<K> {
 
 impl<K> Controller<K> {
     /// The controller's work queue.
-    pub fn queue(&self) -> &RateLimitingQueue<String> {
+    pub fn queue(&self) -> &RateLimitingQueue<ObjectKey> {
         &self.queue
     }
 
@@ -244,14 +244,14 @@ where
 
 /// The event handler that turns events into keys on the queue.
 struct Enqueue<C> {
-    queue: RateLimitingQueue<String>,
+    queue: RateLimitingQueue<ObjectKey>,
     map: Mapper<C>,
 }
 
 impl<C: Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
     fn on_add(&self, obj: &Arc<C>) {
         for key in (self.map)(obj) {
-            self.queue.add(key);
+            self.queue.add(ObjectKey::from(key));
         }
     }
 
@@ -264,7 +264,7 @@ impl<C: Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
             }
         }
         for key in keys {
-            self.queue.add(key);
+            self.queue.add(ObjectKey::from(key));
         }
     }
 

@@ -9,7 +9,10 @@
 //!
 //! # Contract
 //!
-//! - Keys are `namespace/name` strings ([`crate::informer::key_of`]). The reconciler gets
+//! - Keys are `namespace/name` strings ([`crate::informer::key_of`]), held in the queue as
+//!   [`ObjectKey`] (`Arc<str>`): the queue copies a key several times per pass (FIFO, item map,
+//!   worker), and a shared string makes each copy a reference count instead of an allocation.
+//!   The reconciler gets
 //!   only the key and reads the object from the informer's cache: the cache is the truth, an
 //!   event is only a hint that something changed.
 //! - Workers start only after every registered informer has synced; if that takes longer
@@ -32,7 +35,11 @@ pub use builder::{Builder, Controller};
 pub use metrics::Metrics;
 pub use worker::{Action, Reconciler};
 
+use std::sync::Arc;
 use std::time::Duration;
+
+/// A key on a controller's queue: `namespace/name`, shared rather than copied.
+pub type ObjectKey = Arc<str>;
 
 /// What can stop a controller.
 #[derive(Debug, thiserror::Error)]

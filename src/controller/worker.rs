@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use tracing::{Instrument, debug, error, info_span, warn};
 
+use super::ObjectKey;
 use super::metrics::ControllerMetrics;
 use crate::workqueue::RateLimitingQueue;
 
@@ -38,7 +39,7 @@ pub trait Reconciler: Send + Sync + 'static {
 /// Runs one worker until the queue is shut down.
 pub(crate) async fn run<R: Reconciler>(
     id: usize,
-    queue: RateLimitingQueue<String>,
+    queue: RateLimitingQueue<ObjectKey>,
     reconciler: Arc<R>,
     metrics: Option<ControllerMetrics>,
 ) {
@@ -132,9 +133,9 @@ mod tests {
         Arc::new(Flaky { calls: AtomicUsize::new(0), failures, panic_first, seen: Mutex::new(Vec::new()) })
     }
 
-    async fn run_until_calls(reconciler: Arc<Flaky>, calls: usize) -> RateLimitingQueue<String> {
+    async fn run_until_calls(reconciler: Arc<Flaky>, calls: usize) -> RateLimitingQueue<ObjectKey> {
         let queue = RateLimitingQueue::new("test");
-        queue.add("ns/a".to_string());
+        queue.add(ObjectKey::from("ns/a"));
         let worker = tokio::spawn(run(0, queue.clone(), reconciler.clone(), None));
         while reconciler.calls.load(Ordering::SeqCst) < calls {
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -151,15 +152,15 @@ mod tests {
         let reconciler = flaky(3, false);
         let queue = run_until_calls(reconciler.clone(), 4).await;
         assert_eq!(reconciler.calls.load(Ordering::SeqCst), 4);
-        assert_eq!(queue.num_requeues(&"ns/a".to_string()), 0, "success forgets the backoff");
+        assert_eq!(queue.num_requeues(&ObjectKey::from("ns/a")), 0, "success forgets the backoff");
     }
 
     #[tokio::test(start_paused = true)]
     async fn stopping_worker_takes_no_new_key_after_shut_down() {
         let reconciler = flaky(0, false);
         let queue = RateLimitingQueue::new("test");
-        queue.add("ns/a".to_string());
-        queue.add("ns/b".to_string());
+        queue.add(ObjectKey::from("ns/a"));
+        queue.add(ObjectKey::from("ns/b"));
         queue.shut_down();
         run(0, queue.clone(), reconciler.clone(), None).await;
         assert_eq!(reconciler.calls.load(Ordering::SeqCst), 0, "queued keys are left for the next start");
@@ -170,6 +171,6 @@ mod tests {
         let reconciler = flaky(1, true);
         let queue = run_until_calls(reconciler.clone(), 2).await;
         assert_eq!(*reconciler.seen.lock().unwrap(), vec!["ns/a", "ns/a"]);
-        assert_eq!(queue.num_requeues(&"ns/a".to_string()), 0);
+        assert_eq!(queue.num_requeues(&ObjectKey::from("ns/a")), 0);
     }
 }

@@ -106,8 +106,11 @@ impl DatabaseReconciler {
         let (deployment, blocker) = match foreign {
             Some(kind) => (None, Some(Blocker::NotOwned { kind, name })),
             None => {
-                let deployment = self.ensure(db, children::deployment(db), live_deployment).await?;
-                let service = self.ensure(db, children::service(db), live_service).await?;
+                // The two children are independent: write them concurrently, one round trip.
+                let (deployment, service) = futures::try_join!(
+                    self.ensure(db, children::deployment(db), live_deployment),
+                    self.ensure(db, children::service(db), live_service),
+                )?;
                 match (deployment, service) {
                     (Err(message), _) => (None, Some(Blocker::Rejected { kind: "Deployment", message })),
                     (Ok(deployment), Err(message)) => {
