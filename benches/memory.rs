@@ -11,7 +11,10 @@
 //! - object: the heap bytes of a `Deployment` value (its struct and everything it owns).
 //! - `Store::from_objects`: a store with the namespace index only.
 //! - informer store: an informer's store after its list, with the namespace and controller-uid
-//!   indices (what the operator keeps), handlers done.
+//!   indices, handlers done.
+//! - view: the same objects decoded from their JSON as `DeploymentView` (what the operator
+//!   caches of its Deployments since it keeps only the fields it sets or reads), alone and in
+//!   `Store::from_objects`.
 //!
 //! Bytes are the sizes the program asked the allocator for, live at the end; the allocator's
 //! own rounding and headers (glibc: 8 to 16 bytes per allocation) come on top, so the live
@@ -23,6 +26,7 @@
 use std::alloc::System;
 use std::sync::Arc;
 
+use database_operator::database::view::DeploymentView;
 use database_operator::informer::{EventHandler, Store};
 use k8s_openapi::api::apps::v1::Deployment;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -74,6 +78,8 @@ struct Row {
     object: Live,
     from_objects: Live,
     informer: Live,
+    view: Live,
+    view_store: Live,
 }
 
 /// What a `BTreeMap<String, String>` with one entry asks of the allocator (one leaf node).
@@ -131,7 +137,29 @@ fn measure(count: usize) -> Row {
     drop(runtime);
     drop(informer);
 
-    Row { count, json, object, from_objects, informer: live }
+    // Views are decoded from the JSON, as the informer decodes a watch event; the JSON is
+    // made before the region starts.
+    let documents: Vec<Vec<u8>> =
+        fixtures::deployments(count).iter().map(|obj| serde_json::to_vec(obj).expect("serializes")).collect();
+    let decode = || -> Vec<DeploymentView> {
+        documents.iter().map(|json| serde_json::from_slice(json).expect("a view decodes")).collect()
+    };
+    let view = {
+        let region = Region::new(GLOBAL);
+        let views = decode();
+        let live = Live::of(&region).per(count);
+        drop(views);
+        live
+    };
+    let view_store = {
+        let region = Region::new(GLOBAL);
+        let store = Store::from_objects(decode());
+        let live = Live::of(&region).per(count);
+        assert_eq!(store.len(), count);
+        live
+    };
+
+    Row { count, json, object, from_objects, informer: live, view, view_store }
 }
 
 fn main() {
@@ -142,12 +170,12 @@ fn main() {
     println!("$ {}", support::command("memory"));
     println!();
     println!(
-        "| objects | JSON bytes | object bytes (allocations) | Store::from_objects bytes (allocations) | informer store bytes (allocations) | informer store / JSON |"
+        "| objects | JSON bytes | object bytes (allocations) | Store::from_objects bytes (allocations) | informer store bytes (allocations) | informer store / JSON | view bytes (allocations) | view in Store::from_objects (allocations) | view store / JSON |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         println!(
-            "| {} | {:.0} | {:.0} ({:.1}) | {:.0} ({:.1}) | {:.0} ({:.1}) | {:.2} |",
+            "| {} | {:.0} | {:.0} ({:.1}) | {:.0} ({:.1}) | {:.0} ({:.1}) | {:.2} | {:.0} ({:.1}) | {:.0} ({:.1}) | {:.2} |",
             row.count,
             row.json,
             row.object.bytes,
@@ -157,6 +185,11 @@ fn main() {
             row.informer.bytes,
             row.informer.allocations,
             row.informer.bytes / row.json,
+            row.view.bytes,
+            row.view.allocations,
+            row.view_store.bytes,
+            row.view_store.allocations,
+            row.view_store.bytes / row.json,
         );
     }
     println!();

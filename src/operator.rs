@@ -11,8 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use crate::database::view::{self, DeploymentView, ServiceView};
 use kube_client::Client;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -141,8 +140,10 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     };
     let factory = Arc::new(Factory::new(client.clone(), options.namespace.clone(), config));
     let databases = factory.informer::<Database>();
-    let deployments = factory.informer::<Deployment>();
-    let services = factory.informer::<Service>();
+    let deployments = factory.informer::<DeploymentView>();
+    let services = factory.informer::<ServiceView>();
+    deployments.set_transform(Arc::new(view::strip_unread_metadata));
+    services.set_transform(Arc::new(view::strip_unread_metadata));
 
     let client_for_leases = client.clone();
     let (recorder, events_task) = Recorder::new(client.clone(), "example.com/database-operator", &options.identity);

@@ -13,10 +13,19 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// Whether `live` lacks, or has another value for, any field that `desired` sets.
-pub fn differs<T: Serialize>(desired: &T, live: &T) -> bool {
+/// Whether `live` lacks, or has another value for, any field that `desired` sets. `live` may
+/// be another type than `desired` (a cached view of it, say): they are compared as JSON.
+pub fn differs<D: Serialize, L: Serialize>(desired: &D, live: &L) -> bool {
     match (serde_json::to_value(desired), serde_json::to_value(live)) {
-        (Ok(desired), Ok(live)) => !contains(&live, &desired),
+        (Ok(mut desired), Ok(live)) => {
+            // The type, not a field: a cached view of a Deployment is a Deployment without
+            // spelling it out.
+            if let Value::Object(fields) = &mut desired {
+                fields.remove("apiVersion");
+                fields.remove("kind");
+            }
+            !contains(&live, &desired)
+        }
         // Serialising a k8s-openapi type cannot fail; if it ever did, writing is the safe side.
         _ => true,
     }

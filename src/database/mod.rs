@@ -4,6 +4,7 @@
 //! - [`children`]: the Deployment and Service a Database wants.
 //! - [`drift`]: whether a live child differs from the wanted one (write only then).
 //! - [`status`]: the status and conditions a Database should show.
+//! - [`view`]: the part of a Deployment or Service the operator caches.
 //! - [`DatabaseReconciler`]: reconcile, from the caches, with server-side apply.
 
 pub mod children;
@@ -12,6 +13,7 @@ pub mod drift;
 mod reconcile;
 pub mod status;
 mod types;
+pub mod view;
 
 pub use crd::*;
 pub use reconcile::{DatabaseReconciler, Error};

@@ -18,8 +18,6 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube_client::Client;
@@ -30,6 +28,7 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
 use super::status::{self, Blocker};
+use super::view::{DeploymentView, ServiceView};
 use super::{Database, children, drift};
 use crate::controller::{Action, Reconciler};
 use crate::events::{EventType, Recorder};
@@ -68,8 +67,8 @@ impl Error {
 pub struct DatabaseReconciler {
     client: Client,
     databases: Store<Database>,
-    deployments: Store<Deployment>,
-    services: Store<Service>,
+    deployments: Store<DeploymentView>,
+    services: Store<ServiceView>,
     recorder: Recorder,
 }
 
@@ -84,8 +83,8 @@ impl DatabaseReconciler {
     pub fn new(
         client: Client,
         databases: Store<Database>,
-        deployments: Store<Deployment>,
-        services: Store<Service>,
+        deployments: Store<DeploymentView>,
+        services: Store<ServiceView>,
         recorder: Recorder,
     ) -> Self {
         Self { client, databases, deployments, services, recorder }
@@ -148,10 +147,17 @@ impl DatabaseReconciler {
     }
 
     /// Brings one child, known to be ours or absent, to `desired`, writing only when the
-    /// cached `live` object differs. The inner `Err` is the apiserver's refusal of the child.
-    async fn ensure<T>(&self, db: &Database, desired: T, live: Option<Arc<T>>) -> Result<Result<Arc<T>, String>, Error>
+    /// cached `live` view of it differs; returns the child as written, read as a view. The
+    /// inner `Err` is the apiserver's refusal of the child.
+    async fn ensure<T, V>(
+        &self,
+        db: &Database,
+        desired: T,
+        live: Option<Arc<V>>,
+    ) -> Result<Result<Arc<V>, String>, Error>
     where
-        T: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        T: Resource<DynamicType = ()> + Debug + Serialize,
+        V: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + Debug
             + Serialize
@@ -164,7 +170,7 @@ impl DatabaseReconciler {
             Some(_) => true,
             None => false,
         };
-        let api: Api<T> = Api::namespaced(self.client.clone(), desired.meta().namespace.as_deref().unwrap_or_default());
+        let api: Api<V> = Api::namespaced(self.client.clone(), desired.meta().namespace.as_deref().unwrap_or_default());
         let name = desired.meta().name.clone().unwrap_or_default();
         match api.patch(&name, &apply_params(), &Patch::Apply(&desired)).await {
             Ok(written) => {

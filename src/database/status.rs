@@ -12,7 +12,7 @@
 //! `lastTransitionTime` changes only when a condition's status changes, so recomputing an
 //! unchanged state yields an equal status and the operator writes nothing.
 
-use k8s_openapi::api::apps::v1::Deployment;
+use super::view::DeploymentView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{Database, DatabaseStatus, Phase};
@@ -49,7 +49,7 @@ pub enum Blocker {
 
 impl Blocker {
     /// The Blocker a Deployment's own conditions report, if any.
-    pub fn from_deployment(deployment: &Deployment) -> Option<Self> {
+    pub fn from_deployment(deployment: &DeploymentView) -> Option<Self> {
         let conditions = deployment.status.as_ref()?.conditions.as_ref()?;
         conditions
             .iter()
@@ -95,7 +95,7 @@ impl Blocker {
 /// the reconcile (if anything). `now` stamps conditions whose status changed.
 pub fn desired(
     db: &Database,
-    deployment: Option<&Deployment>,
+    deployment: Option<&DeploymentView>,
     blocker: Option<&Blocker>,
     now: &Time,
 ) -> DatabaseStatus {
@@ -177,7 +177,7 @@ pub fn desired(
 
 /// Whether the Deployment controller has acted on the Deployment's latest spec and every
 /// replica runs it.
-fn rolled_out(deployment: &Deployment) -> bool {
+fn rolled_out(deployment: &DeploymentView) -> bool {
     let Some(status) = &deployment.status else { return false };
     let wanted = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     status.observed_generation >= deployment.metadata.generation
@@ -188,8 +188,8 @@ fn rolled_out(deployment: &Deployment) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::database::view::{DeploymentConditionView, DeploymentStatusView};
     use crate::database::{DatabaseSpec, Size};
-    use k8s_openapi::api::apps::v1::DeploymentStatus;
     use k8s_openapi::jiff::Timestamp;
 
     fn time(seconds: i64) -> Time {
@@ -202,10 +202,11 @@ mod tests {
         db
     }
 
-    fn deployment(ready: i32) -> Deployment {
-        let mut d = crate::database::children::deployment(&database());
+    fn deployment(ready: i32) -> DeploymentView {
+        let full = crate::database::children::deployment(&database());
+        let mut d: DeploymentView = serde_json::from_value(serde_json::to_value(full).unwrap()).unwrap();
         d.metadata.generation = Some(1);
-        d.status = Some(DeploymentStatus {
+        d.status = Some(DeploymentStatusView {
             observed_generation: Some(1),
             replicas: Some(1),
             updated_replicas: Some(1),
@@ -258,12 +259,11 @@ mod tests {
     #[test]
     fn deployment_that_cannot_create_pods_is_reported_with_its_reason() {
         let mut failing = deployment(0);
-        failing.status.as_mut().unwrap().conditions = Some(vec![k8s_openapi::api::apps::v1::DeploymentCondition {
+        failing.status.as_mut().unwrap().conditions = Some(vec![DeploymentConditionView {
             type_: "ReplicaFailure".into(),
             status: "True".into(),
             reason: Some("FailedCreate".into()),
             message: Some("pods \"orders-1\" is forbidden: exceeded quota".into()),
-            ..Default::default()
         }]);
         let blocker = Blocker::from_deployment(&failing).expect("a failing Deployment blocks");
         let status = desired(&database(), Some(&failing), Some(&blocker), &time(10));

@@ -2,7 +2,7 @@
 //! controller around them.
 //!
 //! It lists the Databases once and, `--workers` at a time, server-side applies each one's
-//! Deployment and Service (database-operator's own `children::deployment` / `service`) and
+//! Deployment and Service concurrently (database-operator's own `children::deployment` / `service`) and
 //! then its status (`status::desired` of the Deployment it got back), with the same field
 //! manager, force and client throttling as the operator. With `--events` it also creates the
 //! two `Created` events the operator publishes for a new Database. No informer, no queue, no
@@ -18,11 +18,10 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Parser;
 use database_operator::client;
+use database_operator::database::view::{DeploymentView, ServiceView};
 use database_operator::database::{Database, children, status};
 use database_operator::events::{EventType, Recorder};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube_client::Client;
@@ -71,21 +70,29 @@ async fn write(client: Client, db: Database, recorder: Arc<Option<Recorder>>) ->
     let namespace = db.metadata.namespace.clone().unwrap_or_default();
     let name = db.metadata.name.clone().unwrap_or_default();
     let params = PatchParams::apply(children::MANAGER).force();
-    let deployment = Api::<Deployment>::namespaced(client.clone(), &namespace)
-        .patch(&name, &params, &Patch::Apply(&children::deployment(&db)))
-        .await
-        .with_context(|| format!("applying Deployment {namespace}/{name}"))?;
+    // The two children at once, as the operator writes them.
+    let deployments = Api::<DeploymentView>::namespaced(client.clone(), &namespace);
+    let services = Api::<ServiceView>::namespaced(client.clone(), &namespace);
+    let (deployment_body, service_body) = (children::deployment(&db), children::service(&db));
+    let (deployment, _service) = futures::try_join!(
+        async {
+            deployments
+                .patch(&name, &params, &Patch::Apply(&deployment_body))
+                .await
+                .with_context(|| format!("applying Deployment {namespace}/{name}"))
+        },
+        async {
+            services
+                .patch(&name, &params, &Patch::Apply(&service_body))
+                .await
+                .with_context(|| format!("applying Service {namespace}/{name}"))
+        },
+    )?;
     if let Some(recorder) = recorder.as_ref() {
-        let note = format!("created Deployment {name}");
-        recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
-    }
-    Api::<Service>::namespaced(client.clone(), &namespace)
-        .patch(&name, &params, &Patch::Apply(&children::service(&db)))
-        .await
-        .with_context(|| format!("applying Service {namespace}/{name}"))?;
-    if let Some(recorder) = recorder.as_ref() {
-        let note = format!("created Service {name}");
-        recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
+        for kind in ["Deployment", "Service"] {
+            let note = format!("created {kind} {name}");
+            recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
+        }
     }
     let status = status::desired(&db, Some(&deployment), None, &Time(Timestamp::now()));
     let body = serde_json::json!({

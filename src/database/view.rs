@@ -1,0 +1,376 @@
+//! What the operator caches of its children: a Deployment or Service reduced to the fields the
+//! operator sets or reads, decoded straight from the apiserver's JSON.
+//!
+//! The informers watch every Deployment and Service in scope, and a Deployment changes a few
+//! times while it rolls out. Decoded as k8s-openapi's `Deployment`, each cached one costs about
+//! 9.7 KB of heap (its 2.4 KB struct of inline `Option`s, six `BTreeMap`s of 544 bytes, some
+//! sixty strings: see docs/benchmarks.md) and every watch event allocates all of that again.
+//! A view keeps what [`super::drift`] compares (everything [`super::children`] sets), what
+//! [`super::status`] reads (replica counts, conditions) and the metadata; serde skips the rest
+//! of the JSON without allocating it. Small string maps (labels, selectors, resource
+//! quantities) are vectors of pairs instead of B-trees.
+//!
+//! The contract with `children`: a field the operator sets must exist in the view, or drift
+//! detection cannot see it change. `every_field_the_operator_sets_survives_the_view` pins it.
+
+use std::fmt;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A small string-to-string map (labels, a selector, resource quantities), as pairs in the
+/// order the apiserver sent them: two short vectors instead of a 544-byte B-tree node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SmallMap(pub Vec<(String, String)>);
+
+impl SmallMap {
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+}
+
+impl Serialize for SmallMap {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for SmallMap {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Pairs;
+        impl<'de> Visitor<'de> for Pairs {
+            type Value = SmallMap;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<SmallMap, A::Error> {
+                let mut pairs = Vec::with_capacity(access.size_hint().unwrap_or(0));
+                while let Some(pair) = access.next_entry()? {
+                    pairs.push(pair);
+                }
+                pairs.shrink_to_fit();
+                Ok(SmallMap(pairs))
+            }
+        }
+        deserializer.deserialize_map(Pairs)
+    }
+}
+
+/// A Deployment as the operator caches it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct DeploymentView {
+    /// The object's metadata (managedFields are stripped by the informer).
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What the operator sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<DeploymentSpecView>,
+    /// What the Deployment controller reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DeploymentStatusView>,
+}
+
+/// `spec` of a [`DeploymentView`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSpecView {
+    /// Wanted replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// The pod selector (`matchLabels` only: the operator sets no expressions).
+    #[serde(default)]
+    pub selector: SelectorView,
+    /// The pod template.
+    #[serde(default)]
+    pub template: PodTemplateView,
+}
+
+/// A label selector's `matchLabels`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorView {
+    /// The labels a pod must carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_labels: Option<SmallMap>,
+}
+
+/// A pod template: its labels and containers.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct PodTemplateView {
+    /// The template's metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TemplateMetaView>,
+    /// The template's pod spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PodSpecView>,
+}
+
+/// A pod template's labels.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct TemplateMetaView {
+    /// The pods' labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<SmallMap>,
+}
+
+/// A pod spec's containers.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct PodSpecView {
+    /// The containers.
+    #[serde(default)]
+    pub containers: Vec<ContainerView>,
+}
+
+/// A container: what the operator sets.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ContainerView {
+    /// The container's name.
+    pub name: String,
+    /// Its image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Its ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<ContainerPortView>>,
+    /// Its resource requests and limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesView>,
+}
+
+/// A container port.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerPortView {
+    /// The port's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The port number.
+    pub container_port: i32,
+    /// TCP, UDP or SCTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+}
+
+/// Resource requests and limits, as the apiserver spells the quantities.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ResourcesView {
+    /// Requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<SmallMap>,
+    /// Limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<SmallMap>,
+}
+
+/// `status` of a [`DeploymentView`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentStatusView {
+    /// The generation the Deployment controller last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Pods, of any revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Pods of the current revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_replicas: Option<i32>,
+    /// Ready pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// The Deployment's conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<DeploymentConditionView>>,
+}
+
+/// A Deployment condition, without its timestamps.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct DeploymentConditionView {
+    /// `Available`, `Progressing` or `ReplicaFailure`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A machine-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A Service as the operator caches it: metadata and what the operator sets.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ServiceView {
+    /// The object's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What the operator sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<ServiceSpecView>,
+}
+
+/// `spec` of a [`ServiceView`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ServiceSpecView {
+    /// The pods the Service sends traffic to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<SmallMap>,
+    /// Its ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<ServicePortView>>,
+}
+
+/// A Service port.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePortView {
+    /// The port's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The Service's port.
+    pub port: i32,
+    /// The pods' port, by number or name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_port: Option<IntOrString>,
+    /// TCP, UDP or SCTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+}
+
+/// The informer transform for the children's caches: drops `managedFields` (as the default
+/// transform does) and the annotations, which the operator never reads on a child (a
+/// `kubectl apply`'d object's last-applied-configuration alone can be larger than the rest).
+pub fn strip_unread_metadata<K: kube_core::Resource>(mut obj: K) -> K {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    obj
+}
+
+/// Makes a view a Kubernetes resource of the same type as `$full` (same group, version, kind,
+/// path), so informers, stores and `Api` work with it as with the full type.
+macro_rules! view_of {
+    ($view:ty, $full:ty) => {
+        impl k8s_openapi::Resource for $view {
+            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str = <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$full as k8s_openapi::Resource>::Scope;
+        }
+
+        impl k8s_openapi::Metadata for $view {
+            type Ty = ObjectMeta;
+
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+view_of!(DeploymentView, Deployment);
+view_of!(ServiceView, Service);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::database::children;
+    use crate::database::{Database, DatabaseSpec, Size};
+    use kube_core::Resource;
+
+    fn database() -> Database {
+        let mut db = Database::new("orders", DatabaseSpec { size: Size::Large, image: "postgres:17".into() });
+        db.metadata.namespace = Some("shop".into());
+        db.metadata.uid = Some("uid-1".into());
+        db
+    }
+
+    /// The desired child through JSON into its view: what the cache would hold if the
+    /// apiserver stored it unchanged.
+    fn through<V: serde::de::DeserializeOwned, T: Serialize>(child: &T) -> V {
+        serde_json::from_value(serde_json::to_value(child).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn every_field_the_operator_sets_survives_the_view() {
+        let db = database();
+        let deployment = children::deployment(&db);
+        let service = children::service(&db);
+        let deployment_view: DeploymentView = through(&deployment);
+        let service_view: ServiceView = through(&service);
+        // Inclusion both ways: the view holds exactly what the operator sets.
+        assert!(!crate::database::drift::differs(&deployment, &deployment_view));
+        assert!(!crate::database::drift::differs(&deployment_view, &deployment));
+        assert!(!crate::database::drift::differs(&service, &service_view));
+        assert!(!crate::database::drift::differs(&service_view, &service));
+    }
+
+    #[test]
+    fn a_change_to_a_field_the_operator_sets_is_seen_through_the_view() {
+        let db = database();
+        let mut live = children::deployment(&db);
+        let container = &mut live.spec.as_mut().unwrap().template.spec.as_mut().unwrap().containers[0];
+        container.image = Some("postgres:16".into());
+        container.resources.as_mut().unwrap().limits.as_mut().unwrap().remove("memory");
+        let view: DeploymentView = through(&live);
+        assert!(crate::database::drift::differs(&children::deployment(&db), &view));
+    }
+
+    #[test]
+    fn the_childrens_transform_drops_annotations_and_managed_fields_only() {
+        let mut view: DeploymentView = through(&children::deployment(&database()));
+        view.metadata.annotations = Some([("deployment.kubernetes.io/revision".into(), "1".into())].into());
+        view.metadata.managed_fields = Some(vec![Default::default()]);
+        view.metadata.resource_version = Some("7".into());
+        let stripped = strip_unread_metadata(view.clone());
+        assert_eq!((stripped.metadata.annotations, stripped.metadata.managed_fields), (None, None));
+        assert_eq!(stripped.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(stripped.spec, view.spec);
+    }
+
+    #[test]
+    fn a_view_is_the_same_resource_as_the_full_type() {
+        assert_eq!(DeploymentView::kind(&()), "Deployment");
+        assert_eq!(DeploymentView::api_version(&()), "apps/v1");
+        assert_eq!(DeploymentView::plural(&()), "deployments");
+        assert_eq!(ServiceView::api_version(&()), "v1");
+        assert_eq!(ServiceView::plural(&()), "services");
+    }
+
+    #[test]
+    fn fields_the_operator_never_reads_are_not_kept() {
+        let json = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "orders", "namespace": "shop"},
+            "spec": {"replicas": 1, "strategy": {"type": "RollingUpdate"}, "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"spec": {"dnsPolicy": "ClusterFirst", "containers": [
+                        {"name": "database", "image": "postgres:17", "imagePullPolicy": "IfNotPresent"}]}}},
+            "status": {"readyReplicas": 1, "conditions": [
+                {"type": "Available", "status": "True", "lastUpdateTime": "2026-11-29T00:00:00Z"}]}
+        });
+        let view: DeploymentView = serde_json::from_value(json).unwrap();
+        let back = serde_json::to_value(&view).unwrap();
+        assert_eq!(back["spec"]["selector"]["matchLabels"]["a"], "b");
+        assert_eq!(back["status"]["readyReplicas"], 1);
+        assert!(back["spec"].get("strategy").is_none());
+        assert!(back["spec"]["template"]["spec"].get("dnsPolicy").is_none());
+        assert!(back["status"]["conditions"][0].get("lastUpdateTime").is_none());
+    }
+}
