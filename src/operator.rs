@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::database::view::{self, DeploymentView, ServiceView};
+use crate::database::view::{DeploymentView, ServiceView};
 use kube_client::Client;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -142,8 +142,6 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let databases = factory.informer::<Database>();
     let deployments = factory.informer::<DeploymentView>();
     let services = factory.informer::<ServiceView>();
-    deployments.set_transform(Arc::new(view::strip_unread_metadata));
-    services.set_transform(Arc::new(view::strip_unread_metadata));
 
     let client_for_leases = client.clone();
     let (recorder, events_task) = Recorder::new(client.clone(), "example.com/database-operator", &options.identity);

@@ -7,8 +7,9 @@
 //! sixty strings: see docs/benchmarks.md) and every watch event allocates all of that again.
 //! A view keeps what [`super::drift`] compares (everything [`super::children`] sets), what
 //! [`super::status`] reads (replica counts, conditions) and the metadata; serde skips the rest
-//! of the JSON without allocating it. Small string maps (labels, selectors, resource
-//! quantities) are vectors of pairs instead of B-trees.
+//! of the JSON without allocating it, including the metadata's annotations and managedFields.
+//! Small string maps (selectors, template labels, resource quantities) are vectors of pairs
+//! instead of B-trees.
 //!
 //! The contract with `children`: a field the operator sets must exist in the view, or drift
 //! detection cannot see it change. `every_field_the_operator_sets_survives_the_view` pins it.
@@ -69,8 +70,8 @@ impl<'de> Deserialize<'de> for SmallMap {
 /// A Deployment as the operator caches it.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct DeploymentView {
-    /// The object's metadata (managedFields are stripped by the informer).
-    #[serde(default)]
+    /// The object's metadata, without annotations and managedFields.
+    #[serde(default, deserialize_with = "read_metadata")]
     pub metadata: ObjectMeta,
     /// What the operator sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,8 +213,8 @@ pub struct DeploymentConditionView {
 /// A Service as the operator caches it: metadata and what the operator sets.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct ServiceView {
-    /// The object's metadata.
-    #[serde(default)]
+    /// The object's metadata, without annotations and managedFields.
+    #[serde(default, deserialize_with = "read_metadata")]
     pub metadata: ObjectMeta,
     /// What the operator sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -248,14 +249,49 @@ pub struct ServicePortView {
     pub protocol: Option<String>,
 }
 
-/// The informer transform for the children's caches: drops `managedFields` (as the default
-/// transform does) and the annotations, which the operator never reads on a child (a
-/// `kubectl apply`'d object's last-applied-configuration alone can be larger than the rest).
-pub fn strip_unread_metadata<K: kube_core::Resource>(mut obj: K) -> K {
-    let meta = obj.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
-    obj
+/// `metadata` as a view reads it: every field but `annotations` and `managedFields`, which
+/// the operator never reads on a child and serde then skips without building them. The
+/// managedFields of a Deployment that two managers write (this operator's apply, the
+/// Deployment controller's status) are most of its metadata, and decoding their `fieldsV1`
+/// trees was the largest single item of the operator's JSON decoding in a profile.
+fn read_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+    use std::collections::BTreeMap;
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Read {
+        creation_timestamp: Option<Time>,
+        deletion_grace_period_seconds: Option<i64>,
+        deletion_timestamp: Option<Time>,
+        finalizers: Option<Vec<String>>,
+        generate_name: Option<String>,
+        generation: Option<i64>,
+        labels: Option<BTreeMap<String, String>>,
+        name: Option<String>,
+        namespace: Option<String>,
+        owner_references: Option<Vec<OwnerReference>>,
+        resource_version: Option<String>,
+        uid: Option<String>,
+    }
+    let read = Read::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        creation_timestamp: read.creation_timestamp,
+        deletion_grace_period_seconds: read.deletion_grace_period_seconds,
+        deletion_timestamp: read.deletion_timestamp,
+        finalizers: read.finalizers,
+        generate_name: read.generate_name,
+        generation: read.generation,
+        labels: read.labels,
+        name: read.name,
+        namespace: read.namespace,
+        owner_references: read.owner_references,
+        resource_version: read.resource_version,
+        uid: read.uid,
+        annotations: None,
+        managed_fields: None,
+        self_link: None,
+    })
 }
 
 /// Makes a view a Kubernetes resource of the same type as `$full` (same group, version, kind,
@@ -334,15 +370,27 @@ mod tests {
     }
 
     #[test]
-    fn the_childrens_transform_drops_annotations_and_managed_fields_only() {
-        let mut view: DeploymentView = through(&children::deployment(&database()));
-        view.metadata.annotations = Some([("deployment.kubernetes.io/revision".into(), "1".into())].into());
-        view.metadata.managed_fields = Some(vec![Default::default()]);
-        view.metadata.resource_version = Some("7".into());
-        let stripped = strip_unread_metadata(view.clone());
-        assert_eq!((stripped.metadata.annotations, stripped.metadata.managed_fields), (None, None));
-        assert_eq!(stripped.metadata.resource_version.as_deref(), Some("7"));
-        assert_eq!(stripped.spec, view.spec);
+    fn a_view_reads_the_metadata_but_annotations_and_managed_fields() {
+        let json = serde_json::json!({
+            "metadata": {"name": "orders", "namespace": "shop", "uid": "u", "resourceVersion": "9", "generation": 2,
+                         "labels": {"app": "orders"}, "creationTimestamp": "2026-11-29T00:00:00Z",
+                         "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "Database", "name": "orders",
+                                              "uid": "db-uid", "controller": true}],
+                         "annotations": {"deployment.kubernetes.io/revision": "1"},
+                         "managedFields": [{"manager": "database-operator", "operation": "Apply",
+                                            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]}
+        });
+        let view: ServiceView = serde_json::from_value(json).unwrap();
+        let meta = &view.metadata;
+        assert_eq!((meta.name.as_deref(), meta.namespace.as_deref()), (Some("orders"), Some("shop")));
+        assert_eq!(
+            (meta.uid.as_deref(), meta.resource_version.as_deref(), meta.generation),
+            (Some("u"), Some("9"), Some(2))
+        );
+        assert_eq!(meta.labels.as_ref().unwrap()["app"], "orders");
+        assert_eq!(meta.owner_references.as_ref().unwrap()[0].uid, "db-uid");
+        assert!(meta.creation_timestamp.is_some());
+        assert_eq!((meta.annotations.as_ref(), meta.managed_fields.as_ref()), (None, None));
     }
 
     #[test]
