@@ -110,13 +110,16 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     if let Some(request_metrics) = &options.request_metrics {
         request_metrics.register(&mut registry);
     }
-    // client-go's leader election metric name.
+    // client-go's leader election metric name; like client-go, only with leader election (a
+    // 0 on a replica that runs its workers without a Lease would read as "not leading").
     let is_leader = Family::<Vec<(String, String)>, Gauge>::default();
-    registry.register(
-        "leader_election_master_status",
-        "1 while this replica holds the leader Lease",
-        is_leader.clone(),
-    );
+    if options.leader_election.is_some() {
+        registry.register(
+            "leader_election_master_status",
+            "1 while this replica holds the leader Lease",
+            is_leader.clone(),
+        );
+    }
     let is_leader = is_leader.get_or_create(&vec![("name".to_string(), "database-operator".to_string())]).clone();
     let registry = Arc::new(registry);
     let health = Health::default();

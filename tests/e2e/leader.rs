@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube_client::Client;
 use kube_client::api::{Api, PostParams};
 
-use crate::common::{TestNamespace, client, install_crd, wait_until};
+use crate::common::{TestNamespace, client, free_address, http_get, install_crd, wait_until};
 
 const LEASE: &str = "database-operator-e2e";
 const LEASE_DURATION: Duration = Duration::from_secs(6);
@@ -23,23 +23,35 @@ struct Replica {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    metrics: std::net::SocketAddr,
 }
 
 impl Replica {
     fn start(name: &'static str, namespace: &str, dir: &Path) -> Self {
         let log = dir.join(format!("{name}.log"));
+        let metrics = free_address();
         let child = Command::new(env!("CARGO_BIN_EXE_database-operator"))
             .args(["run", "--namespace", namespace, "--leader-elect", "--leader-election-id", LEASE])
             .args(["--leader-election-namespace", namespace, "--leader-elect-lease-duration", "6s"])
             .args(["--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s"])
-            .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+            .args(["--metrics-bind-address", &metrics.to_string(), "--health-probe-bind-address", "0"])
             .args(["--log-format", "json", "--log-level", "info"])
             .env("POD_NAME", name)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("create the log file"))
             .spawn()
             .expect("start the operator binary");
-        Self { name, child, log }
+        Self { name, child, log, metrics }
+    }
+
+    /// The value of `leader_election_master_status` in this replica's /metrics, once it serves.
+    async fn leader_status(&self) -> f64 {
+        let series = r#"leader_election_master_status{name="database-operator"} "#;
+        wait_until(&format!("replica {} to serve /metrics", self.name), Duration::from_secs(30), || async {
+            let (_, body) = http_get(self.metrics, "/metrics").await?;
+            body.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        })
+        .await
     }
 
     fn signal(&self, signal: &str) {
@@ -112,6 +124,7 @@ async fn two_replicas(prefix: &str) -> (Client, TestNamespace, tempdir::Dir, Rep
     let b = Replica::start("b", &ns.name, dir.path());
     create_and_wait_ready(&client, &ns.name, "first").await;
     assert!(b.writes().is_empty(), "the follower wrote while the leader held the Lease");
+    assert_eq!((a.leader_status().await, b.leader_status().await), (1.0, 0.0), "the metric names the leader");
     (client, ns, dir, a, b, leases)
 }
 
@@ -138,6 +151,7 @@ async fn terminated_leader_releases_the_lease_and_the_other_leads_within_3_secon
     assert!(took <= Duration::from_secs(3), "took over after {took:?}");
     assert!(a.child.wait().unwrap().success(), "a SIGTERM is a clean exit");
     create_and_wait_ready(&client, &ns.name, "second").await;
+    assert_eq!(b.leader_status().await, 1.0, "the new leader reports it");
     assert_writes_do_not_overlap(&a, &b);
 }
 

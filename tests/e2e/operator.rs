@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{TestNamespace, client, install_crd, wait_until};
+use crate::common::{TestNamespace, client, free_address, http_get, install_crd, wait_until};
 
 const CONVERGE: Duration = Duration::from_secs(60);
 
@@ -379,23 +379,6 @@ async fn database_created_before_the_operator_starts_is_reconciled() {
     operator.stop().await;
 }
 
-/// A GET over a plain TCP connection: status code and body.
-async fn http_get(address: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default();
-    Some((status, body))
-}
-
-fn free_address() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
 /// The value of the first sample of `series` (name and labels, exactly as printed).
 fn sample(scrape: &str, series: &str) -> Option<f64> {
     scrape.lines().find_map(|line| line.strip_prefix(series)?.trim().split(' ').next()?.parse().ok())
@@ -452,6 +435,7 @@ async fn metrics_and_probes_report_what_the_operator_does() {
         assert!(names.contains(family), "{family} missing from the parsed scrape: {names:?}");
     }
     assert!(after.trim_end().ends_with("# EOF"));
+    assert!(!after.contains("leader_election_master_status"), "no leader series without leader election");
 
     cancel.cancel();
     task.await.unwrap().unwrap();
