@@ -12,8 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Crd) = cli.command {
         print!("{}", database::crd_yaml());
@@ -29,7 +28,15 @@ async fn main() -> ExitCode {
             .init(),
         LogFormat::Json => tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init(),
     }
-    match run(args).await {
+    let runtime = match args.runtime_threads {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        threads => tokio::runtime::Builder::new_multi_thread().worker_threads(threads.into()).enable_all().build(),
+    };
+    let result = match runtime {
+        Ok(runtime) => runtime.block_on(run(args)),
+        Err(err) => Err(anyhow::Error::new(err).context("starting the async runtime")),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             error!("{err:#}");
