@@ -84,11 +84,14 @@ pub async fn load(
 /// A client for `config`: every request throttled to `limits`, retried on 429, 503 and 504
 /// as the server asks, and recorded in `metrics`.
 ///
-/// Must be called within a Tokio runtime (the client's buffers are tasks).
-///
 /// # Errors
 ///
 /// [`Error::Build`] when the configuration is unusable (a bad certificate, say).
+///
+/// # Panics
+///
+/// Outside a Tokio runtime: the client's buffers are tasks (as with kube-client's own
+/// `ClientBuilder::build`).
 pub fn from_config(mut config: Config, limits: Limits, metrics: &RequestMetrics) -> Result<Client, Error> {
     config.default_retry = false;
     let host = config.cluster_url.authority().map_or_else(String::new, ToString::to_string);
