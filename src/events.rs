@@ -12,6 +12,7 @@
 //! are counted right) and logs failures. A reconcile never waits for, nor fails on, an event.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -91,10 +92,11 @@ struct Writer {
 /// event made publishing N events O(N²)).
 #[derive(Debug, Default)]
 struct SeriesCache {
-    open: HashMap<SeriesKey, Series>,
+    /// The key is shared with `started` (one copy of its strings, not two).
+    open: HashMap<Arc<SeriesKey>, Series>,
     /// When each series began, oldest first. A key published again after its series expired
     /// appears twice; the older entry is skipped when its time no longer matches.
-    started: VecDeque<(Instant, SeriesKey)>,
+    started: VecDeque<(Instant, Arc<SeriesKey>)>,
 }
 
 impl SeriesCache {
@@ -106,7 +108,8 @@ impl SeriesCache {
 
     /// Records that a new series for `key` began at `series.first_seen`.
     fn begin(&mut self, key: SeriesKey, series: Series) {
-        self.started.push_back((series.first_seen, key.clone()));
+        let key = Arc::new(key);
+        self.started.push_back((series.first_seen, Arc::clone(&key)));
         self.open.insert(key, series);
     }
 
@@ -116,8 +119,8 @@ impl SeriesCache {
                 break;
             }
             let (began, key) = self.started.pop_front().expect("front() was Some");
-            if self.open.get(&key).is_some_and(|series| series.first_seen == began) {
-                self.open.remove(&key);
+            if self.open.get(&*key).is_some_and(|series| series.first_seen == began) {
+                self.open.remove(&*key);
             }
         }
     }
