@@ -11,6 +11,12 @@
 #   KWOK_NODES        number of simulated nodes (default 3)
 #   SERVICE_CIDR      the Services' ClusterIP range (default 10.0.0.0/16: room for the
 #                     thousands of Services of the end-to-end benchmark)
+#   APISERVER_FEATURE_GATES  passed to kube-apiserver's --feature-gates (e.g. WatchList=false)
+#
+# Beside the default admission plugins (PodSecurity among them), the apiserver enforces
+# OwnerReferencesPermissionEnforcement, as hardened clusters (OpenShift, among others) do: a
+# child whose ownerReference blocks its owner's deletion needs `update` on the owner's
+# finalizers, which every e2e run so proves the operator's RBAC grants.
 #
 # State (certificates, data, logs, pids, kubeconfig) lives in
 # ${XDG_CACHE_HOME:-~/.cache}/database-operator/planes/$PLANE; `down` removes it.
@@ -172,6 +178,8 @@ cmd_up() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --authorization-mode RBAC --service-cluster-ip-range "${SERVICE_CIDR:-10.0.0.0/16}" --allow-privileged \
     --disable-admission-plugins TaintNodesByCondition \
+    --enable-admission-plugins OwnerReferencesPermissionEnforcement \
+    ${APISERVER_FEATURE_GATES:+--feature-gates "$APISERVER_FEATURE_GATES"} \
     --cert-dir "$dir/pki" --profiling=false
   write_kubeconfig "$api_port"
   wait_for "kube-apiserver /readyz" 120 kube-apiserver kubectl --kubeconfig "$kubeconfig" get --raw /readyz

@@ -8,9 +8,15 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The version `--version` prints: the crate's version and the git revision it was built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GIT_REVISION"), ")");
+
 /// A Kubernetes operator for Database resources (example.com/v1).
+///
+/// A flag given twice takes its last value, as kubectl's and controller-runtime's flags do, so a
+/// kustomize patch or a Helm value can append a flag to override one in the manifests.
 #[derive(Debug, Parser)]
-#[command(name = "database-operator", version, about, long_about = None)]
+#[command(name = "database-operator", version = VERSION, about, long_about = None, args_override_self = true)]
 pub struct Cli {
     /// What to do; `run` when omitted.
     #[command(subcommand)]
@@ -42,10 +48,11 @@ pub enum LogFormat {
 /// The flags of `run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Path to a kubeconfig. Only required if out-of-cluster; without it, the in-cluster
-    /// configuration is used, else the default kubeconfig (~/.kube/config).
+    /// Path to a kubeconfig, or several separated by ':' (merged as kubectl merges them).
+    /// Only required if out-of-cluster; without it, the in-cluster configuration is used,
+    /// else the default kubeconfig (~/.kube/config).
     #[arg(long, env = "KUBECONFIG", global = true)]
-    pub kubeconfig: Option<PathBuf>,
+    pub kubeconfig: Option<std::ffi::OsString>,
 
     /// The kubeconfig context to use.
     #[arg(long, env = "KUBE_CONTEXT", global = true)]
@@ -80,8 +87,29 @@ pub struct RunArgs {
     pub kube_api_burst: u32,
 
     /// The address the metrics endpoint binds to ("0" disables it).
-    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8080", global = true)]
+    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = ":8443", global = true)]
     pub metrics_bind_address: String,
+
+    /// Serve /metrics over HTTPS, to callers the apiserver authenticates (TokenReview) and
+    /// authorizes for `get` on the non-resource URL /metrics (SubjectAccessReview).
+    /// `--metrics-secure=false` serves plain HTTP to anyone who can reach it.
+    #[arg(long, env = "METRICS_SECURE", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", global = true)]
+    pub metrics_secure: bool,
+
+    /// A directory holding the metrics server's certificate and key (e.g. a mounted Secret
+    /// from cert-manager); re-read when the files change. Without it, a self-signed
+    /// certificate is generated at start.
+    #[arg(long, env = "METRICS_CERT_PATH", global = true)]
+    pub metrics_cert_path: Option<PathBuf>,
+
+    /// The certificate's file name in --metrics-cert-path.
+    #[arg(long, env = "METRICS_CERT_NAME", default_value = "tls.crt", global = true)]
+    pub metrics_cert_name: String,
+
+    /// The key's file name in --metrics-cert-path.
+    #[arg(long, env = "METRICS_CERT_KEY", default_value = "tls.key", global = true)]
+    pub metrics_cert_key: String,
 
     /// The address the health probe endpoints (/healthz, /readyz) bind to ("0" disables them).
     #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", global = true)]
@@ -181,6 +209,32 @@ mod tests {
         assert_eq!(four.run_args().runtime_threads, 4);
         let err = Cli::try_parse_from(["database-operator", "--runtime-threads=0"]).unwrap_err();
         assert!(err.to_string().contains("--runtime-threads"), "{err}");
+    }
+
+    #[test]
+    fn a_repeated_flag_takes_its_last_value() {
+        let cli =
+            Cli::try_parse_from(["database-operator", "run", "--workers=2", "--leader-elect", "--workers=5"]).unwrap();
+        assert_eq!(cli.run_args().workers, 5);
+        let cli =
+            Cli::try_parse_from(["database-operator", "--metrics-secure=false", "--metrics-secure=true"]).unwrap();
+        assert!(cli.run_args().metrics_secure);
+    }
+
+    #[test]
+    fn metrics_are_secure_unless_turned_off() {
+        assert!(Cli::try_parse_from(["database-operator"]).unwrap().run_args().metrics_secure);
+        assert!(Cli::try_parse_from(["database-operator", "--metrics-secure"]).unwrap().run_args().metrics_secure);
+        let plain = Cli::try_parse_from(["database-operator", "--metrics-secure=false"]).unwrap();
+        assert!(!plain.run_args().metrics_secure);
+    }
+
+    #[test]
+    fn the_version_names_the_crate_version_and_the_revision() {
+        let err = Cli::try_parse_from(["database-operator", "--version"]).unwrap_err();
+        let printed = err.to_string();
+        assert!(printed.starts_with(&format!("database-operator {} (", env!("CARGO_PKG_VERSION"))), "{printed}");
+        assert!(!printed.contains("()"), "a revision or \"unknown\": {printed}");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use database_operator::cli::{Cli, Command, LogFormat, bind_address};
-use database_operator::ops::leader;
+use database_operator::ops::{self, leader};
 use database_operator::{client, database, operator};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -48,7 +48,9 @@ fn main() -> ExitCode {
 async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
     let request_metrics = client::RequestMetrics::default();
     let limits = client::Limits { qps: args.kube_api_qps, burst: args.kube_api_burst };
-    let client = client::load(args.kubeconfig.as_deref(), args.context.as_deref(), limits, &request_metrics).await?;
+    let (client, source) =
+        client::load(args.kubeconfig.as_deref(), args.context.as_deref(), limits, &request_metrics).await?;
+    info!(version = database_operator::cli::VERSION, "using the {source}");
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "database-operator".to_string());
@@ -74,6 +76,13 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         identity,
         metrics_address: bind_address(&args.metrics_bind_address)
             .map_err(|e| anyhow::anyhow!("--metrics-bind-address {e}"))?,
+        metrics_secure: args.metrics_secure.then(|| match &args.metrics_cert_path {
+            Some(dir) => ops::tls::Source::Files {
+                cert: dir.join(&args.metrics_cert_name),
+                key: dir.join(&args.metrics_cert_key),
+            },
+            None => ops::tls::Source::SelfSigned,
+        }),
         health_address: bind_address(&args.health_probe_bind_address)
             .map_err(|e| anyhow::anyhow!("--health-probe-bind-address {e}"))?,
         leader_election,

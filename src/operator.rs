@@ -41,6 +41,9 @@ pub enum Error {
     /// stopped. Exiting lets the pod restart as a follower (controller-runtime does the same).
     #[error("lost the leader election Lease; stopped reconciling")]
     LeadershipLost,
+    /// The metrics endpoint's certificate could not be loaded or made.
+    #[error(transparent)]
+    MetricsTls(#[from] ops::tls::Error),
     /// An HTTP endpoint could not bind its address.
     #[error("cannot serve {what} on {address}: {source}; pick another address or \"0\" to disable it")]
     Bind {
@@ -69,6 +72,9 @@ pub struct Options {
     pub identity: String,
     /// Where to serve `/metrics`; `None` disables it.
     pub metrics_address: Option<SocketAddr>,
+    /// Serve `/metrics` over HTTPS with this certificate, to callers the apiserver
+    /// authenticates and authorizes ([`ops::auth`]); `None` serves plain HTTP.
+    pub metrics_secure: Option<ops::tls::Source>,
     /// Where to serve `/healthz` and `/readyz`; `None` disables them.
     pub health_address: Option<SocketAddr>,
     /// Run workers only while holding this Lease; `None` runs them at once.
@@ -89,6 +95,7 @@ impl Options {
             cache_sync_timeout: Duration::from_secs(60),
             identity: format!("database-operator-{}", std::process::id()),
             metrics_address: None,
+            metrics_secure: None,
             health_address: None,
             leader_election: None,
             request_metrics: None,
@@ -125,11 +132,19 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let health = Health::default();
     let servers_cancel = cancel.child_token();
     let mut servers = Vec::new();
-    for (what, address, registry) in
-        [("metrics", options.metrics_address, Some(registry.clone())), ("health probes", options.health_address, None)]
-    {
+    let metrics_secure = match &options.metrics_secure {
+        Some(source) if options.metrics_address.is_some() => Some(ops::Secure {
+            tls: ops::tls::acceptor(source)?,
+            authorizer: Arc::new(ops::auth::Authorizer::new(client.clone())),
+        }),
+        _ => None,
+    };
+    for (what, address, registry, secure) in [
+        ("metrics", options.metrics_address, Some(registry.clone()), metrics_secure),
+        ("health probes", options.health_address, None, None),
+    ] {
         if let Some(address) = address {
-            let server = ops::serve(address, registry, health.clone(), servers_cancel.clone())
+            let server = ops::serve(address, registry, health.clone(), secure, servers_cancel.clone())
                 .await
                 .map_err(|source| Error::Bind { what, address, source })?;
             servers.push(server);

@@ -190,10 +190,10 @@ fn read_results(directory: &Path) -> Vec<Measured> {
             let path = entry.path();
             if path.is_dir() {
                 if path.file_name().is_some_and(|name| name == "new") {
-                    if let Some(result) = read_result(&path) {
-                        if seen.insert(result.id.clone()) {
-                            results.push(result);
-                        }
+                    if let Some(result) = read_result(&path)
+                        && seen.insert(result.id.clone())
+                    {
+                        results.push(result);
                     }
                 } else if path.file_name().is_none_or(|name| name != "base" && name != "change") {
                     pending.push(path);

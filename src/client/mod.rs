@@ -17,7 +17,8 @@
 //! A reconcile sees a 429 only when the retries ran out; it then requeues the key after the
 //! server's `Retry-After` (see `database::Error::retry_after`).
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::PathBuf;
 
 use kube_client::Client;
 use kube_client::client::ClientBuilder;
@@ -55,30 +56,85 @@ pub struct Limits {
     pub burst: u32,
 }
 
-/// Loads the configuration from `kubeconfig` (else in-cluster, else the default kubeconfig,
-/// with `context` when given) and builds a client from it with [`from_config`].
+/// Where a client's configuration came from; the binary logs it at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The pod's ServiceAccount: the apiserver at `KUBERNETES_SERVICE_HOST` and
+    /// `KUBERNETES_SERVICE_PORT`, the token and CA mounted at
+    /// `/var/run/secrets/kubernetes.io/serviceaccount`.
+    InCluster,
+    /// Kubeconfig files, merged in order as kubectl merges them, and the context asked for.
+    Kubeconfig {
+        /// The files; empty for the default `~/.kube/config`.
+        paths: Vec<PathBuf>,
+        /// `--context`, if given.
+        context: Option<String>,
+    },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InCluster => f.write_str("in-cluster configuration (service account)"),
+            Self::Kubeconfig { paths, context } => {
+                if paths.is_empty() {
+                    f.write_str("kubeconfig ~/.kube/config")?;
+                } else {
+                    let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                    write!(f, "kubeconfig {}", paths.join(":"))?;
+                }
+                match context {
+                    Some(context) => write!(f, ", context {context}"),
+                    None => f.write_str(", current context"),
+                }
+            }
+        }
+    }
+}
+
+/// Loads the configuration from `kubeconfig` (one path, or several separated by ':' as in
+/// `KUBECONFIG`, merged in order: the first file to set a value wins), else in-cluster, else
+/// the default kubeconfig (with `context` when given), and builds a client from it with
+/// [`from_config`]. Returns where the configuration came from as well.
 ///
 /// # Errors
 ///
 /// [`Error::Config`] when no configuration can be loaded; [`Error::Build`] when it is unusable.
 pub async fn load(
-    kubeconfig: Option<&Path>,
+    kubeconfig: Option<&OsStr>,
     context: Option<&str>,
     limits: Limits,
     metrics: &RequestMetrics,
-) -> Result<Client, Error> {
+) -> Result<(Client, Source), Error> {
     let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(file, &options).await.map_err(|e| Error::Config(e.to_string()))?
+    let paths: Vec<PathBuf> = kubeconfig
+        .map(|k| std::env::split_paths(k).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default();
+    let (config, source) = if paths.is_empty() {
+        match Config::incluster() {
+            Ok(config) if context.is_none() => (config, Source::InCluster),
+            _ => (
+                Config::from_kubeconfig(&options).await.map_err(|e| Error::Config(e.to_string()))?,
+                Source::Kubeconfig { paths, context: options.context.clone() },
+            ),
         }
-        None => match Config::incluster() {
-            Ok(config) if context.is_none() => config,
-            _ => Config::from_kubeconfig(&options).await.map_err(|e| Error::Config(e.to_string()))?,
-        },
+    } else {
+        let file = merge_kubeconfigs(&paths)?;
+        let config = Config::from_custom_kubeconfig(file, &options).await.map_err(|e| Error::Config(e.to_string()))?;
+        (config, Source::Kubeconfig { paths, context: options.context.clone() })
     };
-    from_config(config, limits, metrics)
+    Ok((from_config(config, limits, metrics)?, source))
+}
+
+/// Reads and merges kubeconfig files in order (kubectl's rule: the first to set a value wins).
+fn merge_kubeconfigs(paths: &[PathBuf]) -> Result<Kubeconfig, Error> {
+    let read =
+        |path: &PathBuf| Kubeconfig::read_from(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())));
+    let mut merged = read(&paths[0])?;
+    for path in &paths[1..] {
+        merged = merged.merge(read(path)?).map_err(|e| Error::Config(format!("merging {}: {e}", path.display())))?;
+    }
+    Ok(merged)
 }
 
 /// A client for `config`: every request throttled to `limits`, retried on 429, 503 and 504

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
     kind = "Database",
     plural = "databases",
     shortname = "db",
-    category = "all",
+    category = "database-operator",
     namespaced,
     status = "DatabaseStatus",
     derive = "PartialEq",
@@ -353,7 +353,8 @@ mod tests {
         assert_eq!(crd.metadata.name.as_deref(), Some("databases.example.com"));
         assert_eq!(crd.spec.scope, "Namespaced");
         assert_eq!(crd.spec.names.short_names, Some(vec!["db".to_owned()]));
-        assert_eq!(crd.spec.names.categories, Some(vec!["all".to_owned()]));
+        // Not "all": `kubectl delete all --all` must never take Databases (and their data) with it.
+        assert_eq!(crd.spec.names.categories, Some(vec!["database-operator".to_owned()]));
 
         let version = version();
         let columns: Vec<(&str, &str, &str)> = version["additionalPrinterColumns"]

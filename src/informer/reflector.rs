@@ -229,10 +229,10 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
                     }
                 }
             };
-            if let Err(error) = self.consume(watch).await {
-                if self.relist_after(error).await {
-                    return;
-                }
+            if let Err(error) = self.consume(watch).await
+                && self.relist_after(error).await
+            {
+                return;
             }
         }
     }

@@ -1,6 +1,8 @@
-//! A small HTTP server for `/metrics` (Prometheus text format), `/healthz` and `/readyz`.
+//! A small HTTP server for `/metrics` (the OpenMetrics text format), `/healthz`, `/livez` and
+//! `/readyz`. The metrics endpoint is served over HTTPS to authorized callers by default
+//! ([`Secure`]); the probes are always plain HTTP, as the kubelet calls them.
 //!
-//! `/healthz` answers 200 while the process serves requests. `/readyz` answers 200 once the
+//! `/healthz` (and its alias `/livez`) answers 200 while the process serves requests. `/readyz` answers 200 once the
 //! informers' caches have synced ([`Health::set_ready`]), 503 before: a pod is not sent
 //! traffic, and a rollout does not proceed, until the operator can act on what it sees.
 
@@ -8,6 +10,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
@@ -17,8 +20,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
+
+use super::auth::{Authorizer, Decision};
 
 /// The readiness the probes report; cheap to clone and share.
 #[derive(Debug, Clone, Default)]
@@ -38,8 +44,27 @@ impl Health {
     }
 }
 
-/// Serves `/metrics` (from `registry`, if given), `/healthz` and `/readyz` on `addr` until
-/// `cancel` fires. Binding happens before the function returns its future's first await point
+/// What makes an endpoint secure: TLS, and every request authenticated and authorized.
+#[derive(Clone)]
+pub struct Secure {
+    /// The TLS configuration (see [`super::tls`]).
+    pub tls: TlsAcceptor,
+    /// Who may call (see [`super::auth`]).
+    pub authorizer: Arc<Authorizer>,
+}
+
+impl std::fmt::Debug for Secure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secure").field("authorizer", &self.authorizer).finish_non_exhaustive()
+    }
+}
+
+/// How long a client may take over its TLS handshake before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `/metrics` (from `registry`, if given), `/healthz`, `/livez` and `/readyz` on `addr`
+/// until `cancel` fires: over HTTPS to authorized callers only when `secure` is given, else over
+/// plain HTTP. Binding happens before the function returns its future's first await point
 /// completes, so a bind error (port in use) is reported at once.
 ///
 /// # Errors
@@ -49,10 +74,17 @@ pub async fn serve(
     addr: SocketAddr,
     registry: Option<Arc<Registry>>,
     health: Health,
+    secure: Option<Secure>,
     cancel: CancellationToken,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = TcpListener::bind(addr).await?;
-    info!(address = %listener.local_addr()?, "serving {}", if registry.is_some() { "/metrics" } else { "/healthz and /readyz" });
+    let what = match (&registry, &secure) {
+        (Some(_), Some(_)) => "/metrics over HTTPS to authorized callers",
+        (Some(_), None) => "/metrics over plain HTTP",
+        (None, _) => "/healthz, /livez and /readyz",
+    };
+    info!(address = %listener.local_addr()?, "serving {what}");
+    let routes = Routes { registry, health, authorizer: secure.as_ref().map(|s| s.authorizer.clone()) };
     Ok(tokio::spawn(async move {
         loop {
             let stream = tokio::select! {
@@ -65,28 +97,70 @@ pub async fn serve(
                     }
                 },
             };
-            let (registry, health) = (registry.clone(), health.clone());
+            let routes = routes.clone();
+            let tls = secure.as_ref().map(|s| s.tls.clone());
             tokio::spawn(async move {
-                let service = service_fn(move |request| {
-                    let response = respond(&request, registry.as_deref(), &health);
-                    async move { Ok::<_, Infallible>(response) }
-                });
-                if let Err(err) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
-                    debug!(error = %err, "connection ended with an error");
+                match tls {
+                    None => serve_connection(TokioIo::new(stream), routes).await,
+                    Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => serve_connection(TokioIo::new(stream), routes).await,
+                        Ok(Err(err)) => debug!(error = %err, "TLS handshake failed"),
+                        Err(_) => debug!("TLS handshake timed out"),
+                    },
                 }
             });
         }
     }))
 }
 
+/// What an endpoint answers, shared by its connections.
+#[derive(Clone)]
+struct Routes {
+    registry: Option<Arc<Registry>>,
+    health: Health,
+    authorizer: Option<Arc<Authorizer>>,
+}
+
+async fn serve_connection<I>(io: I, routes: Routes)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request: Request<Incoming>| {
+        let routes = routes.clone();
+        async move {
+            if let Some(authorizer) = &routes.authorizer {
+                let decision = authorizer.check(request.headers(), request.method(), request.uri().path()).await;
+                let refusal = match &decision {
+                    Decision::Allowed => None,
+                    Decision::Unauthenticated => Some("Unauthorized\n".to_string()),
+                    Decision::Forbidden { user } => Some(format!(
+                        "Forbidden: user {user:?} may not {} {}\n",
+                        request.method().as_str().to_ascii_lowercase(),
+                        request.uri().path()
+                    )),
+                    Decision::Failed => Some("Internal Server Error: the access review failed\n".to_string()),
+                };
+                if let Some(body) = refusal {
+                    return Ok::<_, Infallible>(text(decision.status(), body));
+                }
+            }
+            Ok(respond(&request, routes.registry.as_deref(), &routes.health))
+        }
+    });
+    if let Err(err) = http1::Builder::new().serve_connection(io, service).await {
+        debug!(error = %err, "connection ended with an error");
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static response is valid")
+}
+
 fn respond(request: &Request<Incoming>, registry: Option<&Registry>, health: &Health) -> Response<Full<Bytes>> {
-    let text = |status: StatusCode, body: String| {
-        Response::builder()
-            .status(status)
-            .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-            .body(Full::new(Bytes::from(body)))
-            .expect("a static response is valid")
-    };
     if request.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into());
     }

@@ -100,10 +100,10 @@ impl<K: Key> WaitingSet<K> {
                 break;
             }
             let waiting = PeekMut::pop(top);
-            if let Entry::Occupied(entry) = self.deadlines.entry(waiting.key) {
-                if *entry.get() == waiting.ready_at {
-                    due.push(entry.remove_entry().0);
-                }
+            if let Entry::Occupied(entry) = self.deadlines.entry(waiting.key)
+                && *entry.get() == waiting.ready_at
+            {
+                due.push(entry.remove_entry().0);
             }
         }
         (due, self.heap.peek().map(|top| top.ready_at))
@@ -218,10 +218,10 @@ impl<K: Key> DelayingQueue<K> {
         self.stop_timer();
         self.queue.wait_for_drain().await;
         let task = self.timer.task.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(task) = task {
-            if let Err(error) = task.await {
-                tracing::warn!(%error, "work queue timer task failed");
-            }
+        if let Some(task) = task
+            && let Err(error) = task.await
+        {
+            tracing::warn!(%error, "work queue timer task failed");
         }
     }
 }

@@ -112,3 +112,32 @@ pub(crate) async fn http_get(address: std::net::SocketAddr, path: &str) -> Optio
 pub(crate) fn free_address() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
+
+/// A GET over HTTPS, skipping certificate verification (the operator's metrics certificate is
+/// self-signed), with `token` as a bearer token: status code and body. Uses curl; the token
+/// goes through its standard input, never its command line.
+pub(crate) async fn https_get(address: std::net::SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut curl = tokio::process::Command::new("curl")
+        .args(["--silent", "--show-error", "--insecure", "--max-time", "20", "--header", "@-"])
+        .args(["--write-out", "\n%{http_code}"])
+        .arg(format!("https://{address}{path}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run curl");
+    let mut stdin = curl.stdin.take().unwrap();
+    if let Some(token) = token {
+        stdin.write_all(format!("Authorization: Bearer {token}\n").as_bytes()).await.unwrap();
+    }
+    drop(stdin);
+    let output = curl.wait_with_output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    let code = code
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("curl https://{address}{path}: {}", String::from_utf8_lossy(&output.stderr)));
+    (code, body.to_string())
+}

@@ -48,7 +48,13 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let limits = client::Limits { qps: args.kube_api_qps, burst: args.kube_api_burst };
-    let client = client::load(args.kubeconfig.as_deref(), None, limits, &client::RequestMetrics::default()).await?;
+    let (client, _) = client::load(
+        args.kubeconfig.as_deref().map(std::path::Path::as_os_str),
+        None,
+        limits,
+        &client::RequestMetrics::default(),
+    )
+    .await?;
     // Events go through the operator's own recorder (queued, written by a background task).
     let recorder = args.events.then(|| Recorder::new(client.clone(), "example.com/database-operator", "bare-writer").0);
     let started = Instant::now();
