@@ -1,44 +1,36 @@
 # syntax=docker/dockerfile:1
 #
-# The database-operator image: a static (musl) binary on distroless, running as non-root.
+# The database-operator image: one statically linked binary on an empty base, run as a
+# numeric non-root user. hack/image.sh builds the binary (glibc, crt-static) and then this
+# recipe, offline, with buildah; the build context is a directory holding only the binary
+# (target/image/context), so no base image, registry or toolchain is needed here:
 #
-#   docker build -t database-operator:latest .
+#   hack/image.sh                          # buildah; tags localhost/database-operator:VERSION
+#   CONTAINER_TOOL=docker hack/image.sh    # the same recipe with docker
 #
-# manifests/manager/manager.yaml runs this image as `database-operator:latest`.
+# manifests/kustomization.yaml (images:) and the Helm chart's image.repository name that tag.
+FROM scratch
 
-# --- build ------------------------------------------------------------------------------------
-FROM rust:1-bookworm AS builder
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG SOURCE=unknown
+ARG CREATED=1970-01-01T00:00:00Z
+LABEL org.opencontainers.image.title="database-operator" \
+      org.opencontainers.image.description="A Kubernetes operator for Database resources (example.com/v1)" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.created="${CREATED}"
 
-# musl-tools gives musl-gcc, which the cc crate uses to compile ring's C and assembly for the
-# musl target. TLS is rustls on ring, so there is no OpenSSL to link.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends musl-tools \
- && rm -rf /var/lib/apt/lists/* \
- && rustup target add x86_64-unknown-linux-musl
+COPY database-operator /database-operator
 
-WORKDIR /src
-COPY . .
-
-# The cache mounts keep the registry and the target directory between builds, so a change in
-# the sources does not rebuild every dependency. The binary is copied out of the cached target
-# directory because a cache mount is not part of the image.
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/usr/local/cargo/git \
-    --mount=type=cache,target=/src/target \
-    cargo build --release --locked --target x86_64-unknown-linux-musl --bin database-operator \
- && cp target/x86_64-unknown-linux-musl/release/database-operator /database-operator
-
-# --- run --------------------------------------------------------------------------------------
-# distroless/static has CA certificates, /etc/passwd with `nonroot` (65532) and no shell.
-FROM gcr.io/distroless/static:nonroot
-
-COPY --from=builder /database-operator /database-operator
-
-# The same uid/gid as the Deployment's securityContext (runAsUser 65532, runAsNonRoot).
+# The uid/gid of manifests/manager/manager.yaml's securityContext; numeric, since an empty
+# base has no /etc/passwd, and the "restricted" Pod Security level checks runAsNonRoot by it.
 USER 65532:65532
 
-# 8080: metrics, 8081: health probes (/healthz, /readyz).
-EXPOSE 8080 8081
+# 8443: metrics (HTTPS), 8081: health probes (/healthz, /livez, /readyz).
+EXPOSE 8443 8081
 
 ENTRYPOINT ["/database-operator"]
 CMD ["run"]

@@ -10,15 +10,16 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-env-changed=GIT_REVISION");
     let git_dir = Path::new(".git");
-    if git_dir.is_dir() {
-        println!("cargo:rerun-if-changed=.git/HEAD");
-        println!("cargo:rerun-if-changed=.git/packed-refs");
-        // The branch HEAD points at moves with every commit; HEAD itself does not.
-        if let Ok(head) = std::fs::read_to_string(git_dir.join("HEAD"))
-            && let Some(reference) = head.strip_prefix("ref: ")
-        {
-            println!("cargo:rerun-if-changed=.git/{}", reference.trim());
-        }
+    // The branch HEAD points at moves with every commit; HEAD itself does not. Only files that
+    // exist are named: Cargo takes a missing one as changed, and would rerun at every build.
+    let mut watched = vec![git_dir.join("HEAD"), git_dir.join("packed-refs")];
+    if let Ok(head) = std::fs::read_to_string(git_dir.join("HEAD"))
+        && let Some(reference) = head.strip_prefix("ref: ")
+    {
+        watched.push(git_dir.join(reference.trim()));
+    }
+    for path in watched.iter().filter(|path| path.is_file()) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
     let revision = std::env::var("GIT_REVISION").ok().filter(|r| !r.is_empty()).or_else(git_revision);
     println!("cargo:rustc-env=GIT_REVISION={}", revision.as_deref().unwrap_or("unknown"));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: builds what is missing (the control plane into
-# ~/.cache, the crate), starts a control plane of its own, runs every `cargo test` target
-# (unit, integration, end-to-end, doc) against it, and stops the plane even when tests fail.
+# The whole test suite, as CI runs it: builds what is missing (the control plane and helm into
+# ~/.cache, the operator's image, the crate), starts a control plane of its own, runs every
+# `cargo test` target (unit, integration, end-to-end, installation, doc) against it, and stops
+# the plane even when tests fail.
 #
 # usage: hack/test.sh [extra cargo test args...]
 set -euo pipefail
@@ -15,6 +16,14 @@ trap 'hack/control-plane.sh down || true' EXIT
 
 log "building the control plane (cached under ~/.cache after the first run)"
 hack/control-plane/build.sh >/dev/null
+log "building helm (cached under ~/.cache after the first run)"
+HELM=$(hack/helm.sh | tail -n 1)
+export HELM
+# The image the installation tests run as the operator's Pod (tests/install/).
+log "building the operator's image"
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/hack/image/containers.conf}
+IMAGE=$(hack/image.sh | tail -n 1)
+export IMAGE
 
 # Compile the tests while the plane starts: starting is mostly waiting on the apiserver.
 log "starting control plane '$PLANE' and compiling the tests"

@@ -7,7 +7,8 @@
 use std::path::Path;
 
 const MANIFEST: &str = "manifests/crd/example.com_databases.yaml";
-const REGENERATE: &str = "cargo run -- crd > manifests/crd/example.com_databases.yaml";
+const REGENERATE: &str =
+    "cargo run -- crd | tee manifests/crd/example.com_databases.yaml > charts/database-operator/files/crd.yaml";
 
 #[test]
 fn crd_manifest_matches_the_generated_crd() {

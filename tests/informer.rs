@@ -10,54 +10,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use database_operator::informer::{Config, EventHandler, Factory, Informer, InitialListMode, Metrics};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube_client::Client;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_core::ObjectMeta;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-const NO_PLANE: &str = "no control plane: run `hack/control-plane.sh up` and `eval $(hack/control-plane.sh env)`";
 const LABEL: &str = "informer-test";
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn client() -> Client {
-    if std::env::var_os("KUBECONFIG").is_none() {
-        panic!("{NO_PLANE}");
-    }
-    Client::try_default()
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach the control plane in KUBECONFIG ({err}); {NO_PLANE}"))
-}
-
-/// A namespace of the test's own; deleted (without waiting) when dropped.
-struct TestNamespace {
-    name: String,
-    client: Client,
-}
-
-impl TestNamespace {
-    async fn create(client: &Client) -> Self {
-        let name = format!("informer-{:08x}", rand::random::<u32>());
-        let namespace = Namespace { metadata: meta(&name), ..Default::default() };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .expect("create the test namespace");
-        TestNamespace { name, client: client.clone() }
-    }
-}
-
-impl Drop for TestNamespace {
-    fn drop(&mut self) {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let name = self.name.clone();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { namespaces.delete(&name, &DeleteParams::default()).await });
-        }
-    }
-}
+/// The end-to-end tests' helpers: a client that refuses a non-loopback apiserver, a namespace
+/// of the test's own.
+#[path = "e2e/common.rs"]
+#[allow(dead_code)]
+mod common;
+use common::{TestNamespace, client};
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta { name: Some(name.into()), ..Default::default() }
@@ -121,7 +89,7 @@ fn spawn_run(informer: &Arc<Informer<ConfigMap>>, cancel: &CancellationToken) ->
 /// Creates, updates and deletes `a` while the informer runs, checking store and handlers.
 async fn create_update_delete_reach_store_and_handlers(mode: InitialListMode) -> [u64; 2] {
     let client = client().await;
-    let ns = TestNamespace::create(&client).await;
+    let ns = TestNamespace::create(&client, "informer").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     api.create(&PostParams::default(), &config_map("before", "0")).await.expect("create before");
 
@@ -184,7 +152,7 @@ async fn streaming_list_syncs_against_this_apiserver() {
 #[tokio::test]
 async fn a_list_of_several_pages_syncs_every_object() {
     let client = client().await;
-    let ns = TestNamespace::create(&client).await;
+    let ns = TestNamespace::create(&client, "informer").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     for i in 0..12 {
         api.create(&PostParams::default(), &config_map(&format!("cm-{i:02}"), "x")).await.expect("create");
@@ -202,7 +170,7 @@ async fn a_list_of_several_pages_syncs_every_object() {
 #[tokio::test]
 async fn factory_shares_one_informer_per_kind_and_keeps_it_current() {
     let client = client().await;
-    let ns = TestNamespace::create(&client).await;
+    let ns = TestNamespace::create(&client, "informer").await;
     let factory = Factory::new(client.clone(), Some(ns.name.clone()), selected(Config::default()));
     let informer = factory.informer::<ConfigMap>();
     assert!(Arc::ptr_eq(&informer, &factory.informer::<ConfigMap>()));

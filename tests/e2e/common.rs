@@ -13,15 +13,31 @@ use kube_core::ObjectMeta;
 const NO_PLANE: &str = "no control plane: KUBECONFIG is not set. Start one with \
 `hack/control-plane.sh up` and `eval $(hack/control-plane.sh env)`, or run the whole suite with `hack/test.sh`";
 
-/// A client for the plane named by `KUBECONFIG`. Panics with instructions when there is none:
-/// an end-to-end test never skips silently.
+/// Set to 1 to let the end-to-end tests run against an apiserver that is not on loopback.
+pub(crate) const ALLOW_REMOTE: &str = "E2E_ALLOW_REMOTE_CLUSTER";
+
+/// A client for the plane named by `KUBECONFIG`. Panics with instructions when there is none
+/// (an end-to-end test never skips silently), and when its apiserver is not on loopback unless
+/// [`ALLOW_REMOTE`] is 1: the tests create and delete cluster-wide objects, and a bare
+/// `cargo test` with a user's KUBECONFIG must never touch a real cluster.
 pub(crate) async fn client() -> Client {
     if std::env::var_os("KUBECONFIG").is_none() {
         panic!("{NO_PLANE}");
     }
-    Client::try_default()
+    let config = kube_client::Config::infer()
         .await
-        .unwrap_or_else(|err| panic!("cannot reach the control plane in KUBECONFIG ({err}); {NO_PLANE}"))
+        .unwrap_or_else(|err| panic!("cannot load the kubeconfig in KUBECONFIG ({err}); {NO_PLANE}"));
+    let host = config.cluster_url.host().unwrap_or_default().trim_matches(['[', ']']).to_string();
+    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if !loopback && std::env::var(ALLOW_REMOTE).as_deref() != Ok("1") {
+        panic!(
+            "refusing to run end-to-end tests against {}: not a loopback address. These tests create and \
+             delete cluster-wide objects; point KUBECONFIG at a throwaway plane ({NO_PLANE}), or set \
+             {ALLOW_REMOTE}=1 if this cluster is one",
+            config.cluster_url
+        );
+    }
+    Client::try_from(config).unwrap_or_else(|err| panic!("cannot build a client for KUBECONFIG ({err}); {NO_PLANE}"))
 }
 
 /// Polls `check` every 200 ms until it returns `Some`, or panics after `timeout` naming `what`.

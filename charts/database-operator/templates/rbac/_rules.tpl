@@ -1,0 +1,33 @@
+{{/*
+The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/namespaced/role.yaml
+(tests/chart.rs compares them), rendered into a ClusterRole, or into a Role with watchNamespace.
+*/}}
+{{- define "database-operator.rules" -}}
+# Exactly what the operator uses (checked by tests/e2e/rbac.rs, which runs it with these rules).
+# Databases: read through the informer (list, watch); only their status is written, with
+# server-side apply (patch).
+- apiGroups: ["example.com"]
+  resources: ["databases"]
+  verbs: ["list", "watch"]
+- apiGroups: ["example.com"]
+  resources: ["databases/status"]
+  verbs: ["patch"]
+# The children's ownerReferences set blockOwnerDeletion: on clusters that enforce
+# OwnerReferencesPermissionEnforcement, creating such a child needs `update` on the owner's
+# finalizers.
+- apiGroups: ["example.com"]
+  resources: ["databases/finalizers"]
+  verbs: ["update"]
+# The children: read through informers, written with server-side apply (patch; an apply that
+# creates the object is also authorized as create).
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "watch", "create", "patch"]
+# Events about Databases (events.k8s.io/v1): created, then patched to count repeats.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}

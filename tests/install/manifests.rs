@@ -1,0 +1,57 @@
+//! `kubectl apply -k manifests/`, as the README says, on a plane that enforces the restricted
+//! Pod Security level in the operator's namespace and OwnerReferencesPermissionEnforcement.
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube_client::api::{Api, DeleteParams};
+
+use crate::common::{TestNamespace, client, wait_until};
+use crate::{RunningOperator, SERIAL, image, run, wait_ready};
+
+const NAMESPACE: &str = "database-operator-system";
+const LEASE: &str = "database-operator.example.com";
+
+#[tokio::test]
+async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_converges_the_samples() {
+    let _serial = SERIAL.lock().await;
+    let client = client().await;
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests");
+
+    let (rendered, _) = run("kubectl", &["kustomize", manifests], None);
+    let image = image();
+    assert!(
+        rendered.contains(&format!("image: {image}\n")),
+        "manifests/kustomization.yaml's images: entry must name the image under test, {image}"
+    );
+    // kubectl prints Pod Security's "warn" answers on stderr: there must be none.
+    let (_, warnings) = run("kubectl", &["apply", "-f", "-"], Some(&rendered));
+    assert!(!warnings.contains("Warning"), "{warnings}");
+    let labels = Api::<Namespace>::all(client.clone()).get(NAMESPACE).await.unwrap().metadata.labels.unwrap();
+    for mode in ["enforce", "warn", "audit"] {
+        assert_eq!(labels[&format!("pod-security.kubernetes.io/{mode}")], "restricted", "{mode}");
+    }
+
+    let operator = RunningOperator::start(&client, NAMESPACE, LEASE).await;
+
+    // The samples, applied as the README says, into a namespace of the test's own.
+    let samples = TestNamespace::create(&client, "samples").await;
+    let (_, warnings) = run(
+        "kubectl",
+        &["apply", "-k", concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/samples"), "-n", &samples.name],
+        None,
+    );
+    assert!(!warnings.contains("Warning"), "{warnings}");
+    wait_ready(&client, &samples.name, &["database-small", "database-medium", "database-large"]).await;
+
+    operator.check_metrics(&samples.name, "database-operator-metrics-reader").await;
+    operator.stop(LEASE).await;
+
+    // The Deployment goes with its namespace; the CRD and the cluster-wide roles stay, as other
+    // test binaries may use the CRD. Waiting for the namespace to go lets the test run again
+    // on the same plane.
+    let namespaces = Api::<Namespace>::all(client);
+    let _ = namespaces.delete(NAMESPACE, &DeleteParams::default()).await;
+    wait_until("the operator's namespace to be deleted", std::time::Duration::from_secs(90), || async {
+        namespaces.get_opt(NAMESPACE).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
