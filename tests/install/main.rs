@@ -1,6 +1,7 @@
 //! The operator installed as a user installs it, on the real control plane, with its image run
 //! as the kubelet would run its Pod ([`kubelet`]): `kubectl apply -k manifests/`
-//! ([`manifests`]) and `helm install` of charts/database-operator ([`chart`]).
+//! ([`manifests`]) and `helm install` of charts/database-operator ([`chart`]); and the release
+//! artifacts of hack/release.sh ([`release`]).
 //!
 //! They need the image (`IMAGE`, built by hack/image.sh), podman, and for the chart `HELM`
 //! (hack/helm.sh); hack/test.sh provides all three. Each installs an operator that watches
@@ -14,6 +15,7 @@ mod chart;
 mod common;
 mod kubelet;
 mod manifests;
+mod release;
 
 use std::process::{Command, Stdio};
 

@@ -1,5 +1,6 @@
-//! `kubectl apply -k manifests/`, as the README says, on a plane that enforces the restricted
-//! Pod Security level in the operator's namespace and OwnerReferencesPermissionEnforcement.
+//! `kubectl apply --server-side -k manifests/`, as the README says, on a plane that enforces
+//! the restricted Pod Security level in the operator's namespace and
+//! OwnerReferencesPermissionEnforcement.
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube_client::api::{Api, DeleteParams};
@@ -22,8 +23,10 @@ async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_conve
         rendered.contains(&format!("image: {image}\n")),
         "manifests/kustomization.yaml's images: entry must name the image under test, {image}"
     );
-    // kubectl prints Pod Security's "warn" answers on stderr: there must be none.
-    let (_, warnings) = run("kubectl", &["apply", "-f", "-"], Some(&rendered));
+    // As the README says: server-side, so an object that other tools (the other tests, Helm)
+    // applied is shared, not overwritten. kubectl prints Pod Security's "warn" answers on
+    // stderr: there must be none, nor any other warning.
+    let (_, warnings) = run("kubectl", &["apply", "--server-side", "-f", "-"], Some(&rendered));
     assert!(!warnings.contains("Warning"), "{warnings}");
     let labels = Api::<Namespace>::all(client.clone()).get(NAMESPACE).await.unwrap().metadata.labels.unwrap();
     for mode in ["enforce", "warn", "audit"] {

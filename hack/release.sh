@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds a release's artifacts into dist/:
+#
+#   database-operator-VERSION.oci.tar   the image, as an OCI archive (hack/image.sh)
+#   install.yaml                        one file to `kubectl apply -f`: the namespace, the CRD,
+#                                       the RBAC and the Deployment, the image pinned by digest
+#   database-operator-VERSION.tgz       the Helm chart, its default image pinned by the same digest
+#   SHA256SUMS                          the checksums of the three
+#
+# usage: hack/release.sh VERSION
+#
+#   IMAGE_REPOSITORY  where the image will be pushed (default localhost/database-operator); the
+#                     digest is the archive's manifest digest, which a registry keeps when the
+#                     archive is copied as it is:
+#                     skopeo copy --preserve-digests oci-archive:dist/database-operator-VERSION.oci.tar \
+#                       docker://$IMAGE_REPOSITORY:VERSION
+#   DIST              the output directory (default dist)
+#
+# VERSION must be the crate's version (Cargo.toml) and have a section in CHANGELOG.md.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+start=$(date +%s)
+log() { printf '[release %4ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+version=${1:-}
+[ -n "$version" ] || die "usage: hack/release.sh VERSION"
+crate_version=$(cargo metadata --no-deps --format-version 1 --offline 2>/dev/null |
+  python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "database-operator"))')
+[ "$version" = "$crate_version" ] || die "VERSION $version is not the crate's version ($crate_version): set it in Cargo.toml, Chart.yaml and manifests/kustomization.yaml first"
+grep -q "^## \[$version\]" CHANGELOG.md || die "CHANGELOG.md has no '## [$version]' section"
+repository=${IMAGE_REPOSITORY:-localhost/database-operator}
+dist=${DIST:-dist}
+mkdir -p "$dist"
+archive=$dist/database-operator-$version.oci.tar
+helm=$(hack/helm.sh | tail -n 1)
+
+log "building the image"
+IMAGE=$repository:$version IMAGE_ARCHIVE=$archive hack/image.sh >/dev/null
+# The digest of the archive's one manifest, checked against its content.
+digest=$(python3 - "$archive" <<'PY'
+import hashlib, json, sys, tarfile
+with tarfile.open(sys.argv[1]) as tar:
+    index = json.load(tar.extractfile("index.json"))
+    (manifest,) = index["manifests"]
+    digest = manifest["digest"]
+    blob = tar.extractfile("blobs/sha256/" + digest.removeprefix("sha256:")).read()
+    assert "sha256:" + hashlib.sha256(blob).hexdigest() == digest, "the archive's manifest does not match its digest"
+print(digest)
+PY
+)
+log "image $repository@$digest"
+
+log "rendering $dist/install.yaml"
+mkdir -p target
+overlay=$(mktemp -d "$root/target/release-overlay.XXXXXX")
+trap 'rm -rf "$overlay"' EXIT
+# manifests/kustomization.yaml names the local tag; the release names the pushed image by digest.
+base_image=$(kubectl kustomize manifests/ | sed -n 's/^ *image: //p' | head -n 1)
+cat >"$overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- $(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$root/manifests" "$overlay")
+images:
+- name: ${base_image%:*}
+  newName: $repository
+  digest: $digest
+EOF
+{
+  echo "# database-operator $version: kubectl apply --server-side -f install.yaml"
+  echo "# Deleting the CRD in it deletes every Database; see the README before uninstalling."
+  kubectl kustomize "$overlay"
+} >"$dist/install.yaml"
+grep -q "image: $repository@$digest" "$dist/install.yaml" || die "install.yaml does not pin $repository@$digest"
+
+log "packaging the chart"
+chart=$overlay/chart/database-operator
+mkdir -p "$(dirname "$chart")"
+cp -r charts/database-operator "$chart"
+python3 - "$chart/values.yaml" "$repository" "$digest" <<'PY'
+import re, sys
+path, repository, digest = sys.argv[1:]
+text = open(path).read()
+text, n = re.subn(r'(?m)^(  repository: ).*$', lambda m: m.group(1) + repository, text, count=1)
+text, d = re.subn(r'(?m)^(  digest: ).*$', lambda m: m.group(1) + '"' + digest + '"', text, count=1)
+assert n == d == 1, "values.yaml has no image.repository or image.digest line"
+open(path, "w").write(text)
+PY
+"$helm" package "$chart" --version "$version" --app-version "$version" --destination "$dist" >/dev/null
+"$helm" template database-operator "$dist/database-operator-$version.tgz" | grep -q "image: $repository@$digest" ||
+  die "the packaged chart does not render $repository@$digest"
+
+(cd "$dist" && sha256sum "database-operator-$version.oci.tar" install.yaml "database-operator-$version.tgz" >SHA256SUMS)
+log "done:"
+(cd "$dist" && ls -l "database-operator-$version.oci.tar" install.yaml "database-operator-$version.tgz" SHA256SUMS) >&2
