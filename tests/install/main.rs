@@ -16,6 +16,7 @@ mod common;
 mod kubelet;
 mod manifests;
 mod release;
+mod run_script;
 
 use std::process::{Command, Stdio};
 
@@ -59,6 +60,34 @@ fn run(program: &str, args: &[&str], stdin: Option<&str>) -> (String, String) {
         (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned());
     assert!(output.status.success(), "{program} {}: {stderr}{stdout}", args.join(" "));
     (stdout, stderr)
+}
+
+/// `program` with the environment a user's shell would give it, not the variables cargo sets
+/// for a test (OUT_DIR, CARGO_PKG_*, ...): a script that runs cargo would otherwise see another
+/// environment than the suite's own builds and rebuild the binaries.
+fn user_command(program: &str) -> Command {
+    const KEPT: [&str; 11] = [
+        "PATH",
+        "HOME",
+        "USER",
+        "TMPDIR",
+        "XDG_CACHE_HOME",
+        "RUSTUP_HOME",
+        "CARGO_HOME",
+        "HELM",
+        "CONTAINERS_CONF",
+        "KUBECONFIG",
+        "IMAGE",
+    ];
+    let mut command = Command::new(program);
+    command.env_clear();
+    for (name, value) in std::env::vars_os() {
+        let name_str = name.to_string_lossy();
+        if KEPT.contains(&name_str.as_ref()) || name_str.starts_with("GO") {
+            command.env(name, value);
+        }
+    }
+    command
 }
 
 /// The operator's Pod in `namespace`, once the plane has admitted it, scheduled it on a kwok

@@ -2,7 +2,7 @@
 //! the image pinned by the digest of the image archive it writes beside it, and the packaged
 //! chart defaults to the same image.
 
-use crate::run;
+use crate::{run, user_command};
 
 fn helm() -> String {
     std::env::var("HELM").unwrap_or_else(|_| panic!("HELM is not set: run hack/helm.sh, or hack/test.sh"))
@@ -13,37 +13,13 @@ fn the_release_pins_the_image_by_the_digest_of_its_archive_in_install_yaml_and_t
     let version = env!("CARGO_PKG_VERSION");
     let dist = std::env::temp_dir().join(format!("database-operator-dist-{:08x}", rand::random::<u32>()));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/release.sh");
-    // The script runs cargo: it gets the environment a user's shell would give it, not the
-    // variables cargo sets for this test (OUT_DIR, CARGO_*, ...), which would make it rebuild
-    // the release binary.
-    let mut command = std::process::Command::new(script);
-    command.env_clear();
-    for (name, value) in std::env::vars_os() {
-        let name_str = name.to_string_lossy();
-        let keep = [
-            "PATH",
-            "HOME",
-            "USER",
-            "TMPDIR",
-            "XDG_CACHE_HOME",
-            "RUSTUP_HOME",
-            "CARGO_HOME",
-            "HELM",
-            "CONTAINERS_CONF",
-        ]
-        .contains(&name_str.as_ref())
-            || name_str.starts_with("GO");
-        if keep {
-            command.env(name, value);
-        }
-    }
-    let status = command
+    let output = user_command(script)
         .arg(version)
         .env("DIST", &dist)
         .env("IMAGE_REPOSITORY", "registry.example/team/database-operator")
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success(), "hack/release.sh {version}");
+    assert!(output.status.success(), "hack/release.sh {version}: {}", String::from_utf8_lossy(&output.stderr));
 
     // The archive's manifest digest, computed here from its content.
     let archive = dist.join(format!("database-operator-{version}.oci.tar"));
