@@ -2,8 +2,10 @@
 //! the restricted Pod Security level in the operator's namespace and
 //! OwnerReferencesPermissionEnforcement.
 
+use database_operator::database::Database;
 use k8s_openapi::api::core::v1::Namespace;
-use kube_client::api::{Api, DeleteParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_client::api::Api;
 
 use crate::common::{TestNamespace, client, wait_until};
 use crate::{RunningOperator, SERIAL, image, run, wait_ready};
@@ -48,13 +50,20 @@ async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_conve
     operator.check_metrics(&samples.name, "database-operator-metrics-reader").await;
     operator.stop(LEASE).await;
 
-    // The Deployment goes with its namespace; the CRD and the cluster-wide roles stay, as other
-    // test binaries may use the CRD. Waiting for the namespace to go lets the test run again
-    // on the same plane.
-    let namespaces = Api::<Namespace>::all(client);
-    let _ = namespaces.delete(NAMESPACE, &DeleteParams::default()).await;
+    // The README's uninstall that keeps the Databases: every object but the CRD. Waiting for
+    // the namespace to go lets the test run again on the same plane.
+    run(
+        "kubectl",
+        &["delete", "-k", manifests, "-l", "app.kubernetes.io/name=database-operator", "--wait=false"],
+        None,
+    );
+    let namespaces = Api::<Namespace>::all(client.clone());
     wait_until("the operator's namespace to be deleted", std::time::Duration::from_secs(90), || async {
         namespaces.get_opt(NAMESPACE).await.ok()?.is_none().then_some(())
     })
     .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    assert!(crds.get_opt("databases.example.com").await.unwrap().is_some(), "the CRD stays");
+    let databases: Api<Database> = Api::namespaced(client, &samples.name);
+    assert_eq!(databases.list(&Default::default()).await.unwrap().items.len(), 3, "and so do the Databases");
 }
