@@ -14,7 +14,10 @@ log() { printf '[build-peers] %s\n' "$*" >&2; }
 # unchanged beside our main.go (upstream's, plus flags for workers and client QPS/burst).
 (
   cd "$root/benches/peers/sample-controller"
+  # `go list -m` prints no directory for a module that is not in the module cache yet.
+  go mod download k8s.io/sample-controller
   dir=$(go list -m -f '{{.Dir}}' k8s.io/sample-controller)
+  [ -n "$dir" ] || { log "cannot locate k8s.io/sample-controller in the module cache"; exit 1; }
   install -m 0644 "$dir/controller.go" upstream_controller.go
   log "sample-controller ($(go list -m -f '{{.Path}} {{.Version}}' k8s.io/sample-controller))"
   go build -o "$out/sample-controller-peer" .

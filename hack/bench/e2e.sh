@@ -10,7 +10,9 @@
 #   SWEEP="1 2 4 8 16"  worker counts for database-operator alone ("" skips the sweep)
 #   QPS=500 BURST=1000  client-side limits passed to every implementation
 #   NAMESPACES=4      the parents are spread over this many fresh namespaces per run
-#   PEERS="sample-controller controller-runtime kube-runtime bare-writer bare-writer-events"
+#   PEERS="database-operator-image sample-controller controller-runtime kube-runtime bare-writer bare-writer-events"
+#                     database-operator-image is the binary the image ships (hack/image.sh: static,
+#                     glibc crt-static, debug info stripped), run as a process like the others
 #   PLANE=bench       the control plane this script starts and stops
 #   OUT=target/bench/e2e   results.tsv, results.md, and each run's log
 #   SVG=docs/reconcile-throughput.svg
@@ -32,7 +34,7 @@ SWEEP=${SWEEP-1 2 4 8 16}
 QPS=${QPS:-500}
 BURST=${BURST:-1000}
 NAMESPACES=${NAMESPACES:-4}
-PEERS=${PEERS-sample-controller controller-runtime kube-runtime bare-writer bare-writer-events}
+PEERS=${PEERS-database-operator-image sample-controller controller-runtime kube-runtime bare-writer bare-writer-events}
 export PLANE=${PLANE:-bench}
 # Every Database has a Service: the plane's Service range must hold N ClusterIPs (a /24 holds
 # 253); hack/control-plane.sh's default /16 does.
@@ -54,6 +56,9 @@ log "building: control plane (cached in ~/.cache), operator, probe, bare writer,
 hack/control-plane/build.sh >/dev/null
 cargo build --release -q --bin database-operator --example e2e-probe --example bare-writer
 hack/bench/build-peers.sh
+if [[ " $PEERS " == *" database-operator-image "* ]]; then
+  hack/image.sh >/dev/null
+fi
 probe=target/release/examples/e2e-probe
 peers=target/peers
 
@@ -121,6 +126,9 @@ ours() {
 ours database-operator "$WORKERS"
 for peer in $PEERS; do
   case $peer in
+    database-operator-image)
+      measure "$peer" "$peer" database "$WORKERS" target/image/context/database-operator --kubeconfig "$KUBECONFIG" \
+        --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 ;;
     sample-controller)
       measure "$peer" "$peer" foo "$WORKERS" "$peers/sample-controller-peer" -kubeconfig "$KUBECONFIG" \
         -workers "$WORKERS" -kube-api-qps "$QPS" -kube-api-burst "$BURST" ;;

@@ -12,6 +12,8 @@ import os
 import platform
 
 OURS = "database-operator"
+# The binary the image ships (static, debug info stripped), measured beside target/release's.
+SHIPPED = "database-operator-image"
 # Peers that do exactly our work (same objects, same status, same events).
 EQUAL_PEERS = ["controller-runtime", "kube-runtime"]
 PEERS = ["sample-controller"] + EQUAL_PEERS
@@ -61,7 +63,7 @@ def main():
               "| apiserver / etcd / kcm CPU-s | load (1/5/15 min) |")
     print(header)
     print("|---|--:|--:|--:|--:|--:|--:|--:|---|")
-    for name in [OURS] + PEERS + BARE:
+    for name in [OURS, SHIPPED] + PEERS + BARE:
         for r in (r for r in rows if r["implementation"] == name and r["workers"] == args.workers):
             print(f"| {name} | {r['workers']} | {r['n']} | {r['seconds']:.1f} | {r['per_second']:.1f} | "
                   f"{r['cpu_seconds']:.2f} | {r['rss_mib']:.1f} | {r['plane']} | {r['load']} |")
@@ -70,7 +72,7 @@ def main():
             print(f"| **{name}, mean of {r['runs']}** | {r['workers']} | {r['n']} | {r['seconds']:.1f} | "
                   f"{r['per_second']:.1f} | {r['cpu_seconds']:.2f} | {r['rss_mib']:.1f} | | |")
     print("\nCommands (run by the probe, `e2e-probe run ... -- COMMAND`):\n")
-    for name in [OURS] + PEERS + BARE:
+    for name in [OURS, SHIPPED] + PEERS + BARE:
         if name in at:
             print(f"- {name}: `{at[name]['command']}`")
 
@@ -92,6 +94,13 @@ def main():
                   f"**{leanest_cpu['cpu_seconds'] / ours['cpu_seconds']:.2f}x** [>= 2x, i.e. ours <= half]")
             print(f"- peak RSS, best peer ({leanest_rss['implementation']}) / ours: "
                   f"**{leanest_rss['rss_mib'] / ours['rss_mib']:.2f}x** [>= 2x, i.e. ours <= half]\n")
+        if SHIPPED in at:
+            shipped = at[SHIPPED]
+            print(f"The shipped binary (the image's) / target/release's: throughput "
+                  f"**{shipped['per_second'] / ours['per_second']:.2f}x**, CPU-s "
+                  f"**{shipped['cpu_seconds'] / ours['cpu_seconds']:.2f}x**, peak RSS "
+                  f"**{shipped['rss_mib'] / ours['rss_mib']:.2f}x** [throughput >= 1, CPU-s and RSS "
+                  f"within the run-to-run spread]\n")
         for bare in BARE:
             if bare in at:
                 what = "the same writes, events included" if bare.endswith("events") else "the three applies only"
