@@ -48,9 +48,12 @@ fn main() -> ExitCode {
 async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
     let request_metrics = client::RequestMetrics::default();
     let limits = client::Limits { qps: args.kube_api_qps, burst: args.kube_api_burst };
-    let (client, source) =
-        client::load(args.kubeconfig.as_deref(), args.context.as_deref(), limits, &request_metrics).await?;
+    let (config, source) = client::load_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     info!(version = database_operator::cli::VERSION, "using the {source}");
+    // Leader election gets a client of its own: its renewals never wait behind the
+    // reconciles' requests, nor sit out a 429's retries past the renew deadline.
+    let lease_client = args.leader_elect.then(|| client::for_leases(config.clone(), &request_metrics)).transpose()?;
+    let client = client::from_config(config, limits, &request_metrics)?;
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "database-operator".to_string());
@@ -65,8 +68,8 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         config.retry_period = args.leader_elect_retry_period;
         config
     });
-    if args.leader_elect_renew_deadline >= args.leader_elect_lease_duration {
-        anyhow::bail!("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration");
+    if let Some(config) = &leader_election {
+        config.validate()?;
     }
     let options = operator::Options {
         namespace: args.namespace.clone(),
@@ -86,6 +89,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         health_address: bind_address(&args.health_probe_bind_address)
             .map_err(|e| anyhow::anyhow!("--health-probe-bind-address {e}"))?,
         leader_election,
+        lease_client,
         request_metrics: Some(request_metrics),
     };
 

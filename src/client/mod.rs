@@ -92,9 +92,7 @@ impl std::fmt::Display for Source {
     }
 }
 
-/// Loads the configuration from `kubeconfig` (one path, or several separated by ':' as in
-/// `KUBECONFIG`, merged in order: the first file to set a value wins), else in-cluster, else
-/// the default kubeconfig (with `context` when given), and builds a client from it with
+/// Loads the configuration with [`load_config`] and builds a client from it with
 /// [`from_config`]. Returns where the configuration came from as well.
 ///
 /// # Errors
@@ -106,6 +104,18 @@ pub async fn load(
     limits: Limits,
     metrics: &RequestMetrics,
 ) -> Result<(Client, Source), Error> {
+    let (config, source) = load_config(kubeconfig, context).await?;
+    Ok((from_config(config, limits, metrics)?, source))
+}
+
+/// Loads the configuration from `kubeconfig` (one path, or several separated by ':' as in
+/// `KUBECONFIG`, merged in order: the first file to set a value wins), else in-cluster, else
+/// the default kubeconfig (with `context` when given).
+///
+/// # Errors
+///
+/// [`Error::Config`] when no configuration can be loaded.
+pub async fn load_config(kubeconfig: Option<&OsStr>, context: Option<&str>) -> Result<(Config, Source), Error> {
     let options = KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
     let paths: Vec<PathBuf> = kubeconfig
         .map(|k| std::env::split_paths(k).filter(|p| !p.as_os_str().is_empty()).collect())
@@ -123,7 +133,7 @@ pub async fn load(
         let config = Config::from_custom_kubeconfig(file, &options).await.map_err(|e| Error::Config(e.to_string()))?;
         (config, Source::Kubeconfig { paths, context: options.context.clone() })
     };
-    Ok((from_config(config, limits, metrics)?, source))
+    Ok((config, source))
 }
 
 /// Reads and merges kubeconfig files in order (kubectl's rule: the first to set a value wins).
@@ -160,6 +170,26 @@ pub fn from_config(mut config: Config, limits: Limits, metrics: &RequestMetrics)
         .with_layer(&BufferLayer::new(BUFFER))
         .with_layer(&RetryLayer::new(RetryPolicy::server_retry()))
         .build())
+}
+
+/// A client of its own for leader election: no throttle shared with the reconciles' and
+/// events' requests, so a renewal never waits behind them (the elector paces itself: at most a
+/// read and a write every retry period), and no retries, so it never sits out a 429's
+/// `Retry-After` past the renew deadline (the elector retries every retry period instead, as
+/// client-go's does). Its requests are recorded in `metrics` too.
+///
+/// # Errors
+///
+/// [`Error::Build`] when the configuration is unusable.
+///
+/// # Panics
+///
+/// Outside a Tokio runtime, as [`from_config`].
+pub fn for_leases(mut config: Config, metrics: &RequestMetrics) -> Result<Client, Error> {
+    config.default_retry = false;
+    let host = config.cluster_url.authority().map_or_else(String::new, ToString::to_string);
+    let builder = ClientBuilder::try_from(config).map_err(Error::Build)?;
+    Ok(builder.with_layer(&metrics.layer(host)).build())
 }
 
 #[cfg(test)]

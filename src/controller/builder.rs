@@ -182,8 +182,27 @@ impl<K> Controller<K> {
     ///
     /// Dropping the future abandons the workers mid-reconcile; cancel through `cancel` instead.
     pub async fn run<R: Reconciler>(self, reconciler: Arc<R>, cancel: CancellationToken) -> Result<(), Error> {
+        self.run_until_aborted(reconciler, cancel, CancellationToken::new()).await
+    }
+
+    /// [`Controller::run`], and if `abort` fires, before or during the drain, the in-flight
+    /// reconciles are dropped at their next await point instead of being waited for, and it
+    /// returns at once. A leader that lost its Lease does this: another replica may start
+    /// writing soon, and a reconcile left to run to completion would write beside it. The
+    /// aborted keys are left unfinished in the queue: the caller is expected to stop, and the
+    /// next start lists everything again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CacheSyncTimeout`], as [`Controller::run`].
+    pub async fn run_until_aborted<R: Reconciler>(
+        self,
+        reconciler: Arc<R>,
+        cancel: CancellationToken,
+        abort: CancellationToken,
+    ) -> Result<(), Error> {
         self.wait_for_caches(&cancel).await?;
-        if cancel.is_cancelled() {
+        if cancel.is_cancelled() || abort.is_cancelled() {
             self.queue.shut_down();
             return Ok(());
         }
@@ -191,13 +210,27 @@ impl<K> Controller<K> {
         let workers: Vec<_> = (0..self.workers)
             .map(|id| tokio::spawn(worker::run(id, self.queue.clone(), reconciler.clone(), self.metrics.clone())))
             .collect();
-        cancel.cancelled().await;
+        tokio::select! {
+            _ = cancel.cancelled() => {}
+            _ = abort.cancelled() => {}
+        }
         info!(controller = %self.name, "stopping: draining in-flight reconciles");
-        self.queue.shut_down_with_drain().await;
+        tokio::select! {
+            () = self.queue.shut_down_with_drain() => {}
+            () = abort.cancelled() => {
+                tracing::warn!(controller = %self.name, "aborting in-flight reconciles");
+                self.queue.shut_down();
+                for worker in &workers {
+                    worker.abort();
+                }
+            }
+        }
         for worker in workers {
-            // A worker never panics (reconcile panics are caught); a JoinError here would
-            // be a bug in the worker loop itself.
-            if let Err(err) = worker.await {
+            // A worker never panics (reconcile panics are caught); a JoinError other than an
+            // abort would be a bug in the worker loop itself.
+            if let Err(err) = worker.await
+                && !err.is_cancelled()
+            {
                 tracing::error!(controller = %self.name, error = %err, "worker task failed");
             }
         }
@@ -308,6 +341,78 @@ mod tests {
     #[test]
     fn non_controller_owner_reference_is_ignored() {
         assert!(owner_keys::<Deployment, _>(&replica_set("Deployment", "apps/v1", false)).is_empty());
+    }
+
+    /// A reconciler that blocks until released, counting the reconciles that started and
+    /// those that finished.
+    #[derive(Default)]
+    struct Blocking {
+        started: std::sync::atomic::AtomicUsize,
+        finished: std::sync::atomic::AtomicUsize,
+        release: tokio::sync::Notify,
+    }
+
+    impl Reconciler for Blocking {
+        type Error = std::convert::Infallible;
+
+        async fn reconcile(&self, _key: &str) -> Result<crate::controller::Action, Self::Error> {
+            self.started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.release.notified().await;
+            self.finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(crate::controller::Action::Done)
+        }
+    }
+
+    /// A controller over a fake informer holding one ConfigMap, running `reconciler`.
+    async fn running(
+        reconciler: Arc<Blocking>,
+    ) -> (
+        CancellationToken,
+        CancellationToken,
+        tokio::task::JoinHandle<Result<(), Error>>,
+        crate::informer::harness::Harness,
+    ) {
+        use crate::informer::testing::{FakeListWatch, cm};
+        let fake = FakeListWatch::default();
+        fake.list_page(vec![cm("ns", "a", "1")], "1", None);
+        let _watch = fake.watch();
+        let config =
+            crate::informer::Config { initial_list: crate::informer::InitialListMode::List, ..Default::default() };
+        let harness = crate::informer::harness::start(&fake, config);
+        let controller = Builder::new("test", harness.informer.clone()).workers(1).build();
+        let (cancel, abort) = (CancellationToken::new(), CancellationToken::new());
+        let task = tokio::spawn(controller.run_until_aborted(reconciler.clone(), cancel.clone(), abort.clone()));
+        crate::informer::testing::eventually("the reconcile to start", Duration::from_secs(10), || {
+            reconciler.started.load(std::sync::atomic::Ordering::SeqCst) == 1
+        })
+        .await;
+        (cancel, abort, task, harness)
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_controller_waits_for_its_in_flight_reconcile() {
+        let reconciler = Arc::new(Blocking::default());
+        let (cancel, _abort, task, _harness) = running(reconciler.clone()).await;
+        cancel.cancel();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!task.is_finished(), "the drain waits for the reconcile");
+        reconciler.release.notify_one();
+        task.await.unwrap().unwrap();
+        assert_eq!(reconciler.finished.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn an_abort_during_the_drain_drops_the_in_flight_reconcile_at_once() {
+        let reconciler = Arc::new(Blocking::default());
+        let (cancel, abort, task, _harness) = running(reconciler.clone()).await;
+        cancel.cancel();
+        abort.cancel();
+        let stopped = tokio::time::timeout(Duration::from_secs(10), task).await;
+        stopped.expect("the controller returns without waiting for the reconcile").unwrap().unwrap();
+        // The reconcile never got past its await point: it was dropped, not finished.
+        reconciler.release.notify_one();
+        tokio::task::yield_now().await;
+        assert_eq!(reconciler.finished.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
     #[test]

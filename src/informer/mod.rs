@@ -67,13 +67,13 @@ mod store;
 mod transform;
 
 #[cfg(test)]
-mod harness;
+pub(crate) mod harness;
 #[cfg(test)]
 mod scenarios;
 #[cfg(test)]
 mod streaming_scenarios;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 pub use config::{Config, InitialListMode};
 pub use error::Error;

@@ -5,17 +5,25 @@
 //!
 //! - **Acquire**: every `retry_period`, a candidate reads the Lease. It takes the Lease when
 //!   nobody holds it (absent, or `holderIdentity` empty after a release) or when the holder
-//!   has not renewed it for `lease_duration`. "Not renewed" is judged by the candidate's own
-//!   clock, from the moment it last saw the Lease record change (client-go's rule): clocks of
-//!   different machines are never compared.
-//! - **Renew**: the leader updates `renewTime` every `retry_period`. If it cannot renew for
-//!   `renew_deadline` (shorter than `lease_duration`, so it gives up before anyone else may
-//!   take over), it has lost the Lease: [`Elector::run`] returns and the caller stops its
-//!   workers at once.
+//!   has not renewed it for the `leaseDurationSeconds` the holder wrote into the record (not
+//!   this candidate's own setting: replicas may be configured differently during a rollout).
+//!   "Not renewed" is judged by the candidate's own clock, from the moment it last saw the
+//!   Lease record change (client-go's rule): clocks of different machines are never compared.
+//! - **Renew**: the leader updates `renewTime` every `retry_period`. A failed attempt (an
+//!   error, a 409 Conflict from a concurrent write) is retried at the next period; if it
+//!   cannot renew for `renew_deadline` (shorter than `lease_duration`, so it gives up before
+//!   anyone else may take over), or it sees another holder, it has lost the Lease:
+//!   [`Elector::renew`] returns [`Ended::Lost`] and the caller must stop writing within
+//!   `lease_duration - renew_deadline`.
 //! - **Release**: on a clean shutdown the leader clears `holderIdentity`, so a candidate takes
 //!   over at its next attempt instead of waiting out `lease_duration`.
 //! - Writes use the Lease's resourceVersion (optimistic concurrency): two candidates that race
 //!   for the same expired Lease cannot both win.
+//! - The configuration is checked as client-go's `NewLeaderElector` checks it
+//!   ([`Config::validate`]): `lease_duration > renew_deadline > 1.2 × retry_period > 0`.
+//! - Give the elector a client of its own ([`crate::client::for_leases`]): a renewal that waits
+//!   behind the reconciles' requests in a shared throttle, or sits out a 429's retries, misses
+//!   its deadline on a busy leader.
 
 use std::time::Duration;
 
@@ -46,7 +54,74 @@ pub struct Config {
     pub retry_period: Duration,
 }
 
+/// A [`Config`] client-go would refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A duration is zero.
+    #[error("--leader-elect-{0} must be greater than zero")]
+    Zero(&'static str),
+    /// The Lease would expire before its holder gives up renewing it.
+    #[error(
+        "--leader-elect-lease-duration ({lease_duration:?}) must be greater than --leader-elect-renew-deadline ({renew_deadline:?})"
+    )]
+    LeaseNotLongerThanRenewDeadline {
+        /// The lease duration.
+        lease_duration: Duration,
+        /// The renew deadline.
+        renew_deadline: Duration,
+    },
+    /// The leader would not get a jittered retry in before its deadline.
+    #[error(
+        "--leader-elect-renew-deadline ({renew_deadline:?}) must be greater than 1.2 × --leader-elect-retry-period ({retry_period:?})"
+    )]
+    RenewDeadlineNotLongerThanRetries {
+        /// The renew deadline.
+        renew_deadline: Duration,
+        /// The retry period.
+        retry_period: Duration,
+    },
+}
+
+/// client-go's `JitterFactor`: retries are jittered up to 1.2 × the retry period.
+const JITTER_FACTOR: f64 = 1.2;
+
 impl Config {
+    /// Checks the durations as client-go's `NewLeaderElector` does.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the flag to fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, duration) in [
+            ("lease-duration", self.lease_duration),
+            ("renew-deadline", self.renew_deadline),
+            ("retry-period", self.retry_period),
+        ] {
+            if duration.is_zero() {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(ConfigError::LeaseNotLongerThanRenewDeadline {
+                lease_duration: self.lease_duration,
+                renew_deadline: self.renew_deadline,
+            });
+        }
+        if self.renew_deadline.as_secs_f64() <= JITTER_FACTOR * self.retry_period.as_secs_f64() {
+            return Err(ConfigError::RenewDeadlineNotLongerThanRetries {
+                renew_deadline: self.renew_deadline,
+                retry_period: self.retry_period,
+            });
+        }
+        Ok(())
+    }
+
+    /// How long the caller has, once [`Elector::renew`] returned [`Ended::Lost`], before another
+    /// replica may hold the Lease: in-flight writes must end within it.
+    pub fn stop_writing_within(&self) -> Duration {
+        self.lease_duration.saturating_sub(self.renew_deadline)
+    }
+
     /// controller-runtime's defaults for `lease_name` in `lease_namespace`.
     pub fn new(lease_name: &str, lease_namespace: &str, identity: &str) -> Self {
         Self {
@@ -86,13 +161,52 @@ impl std::fmt::Debug for Elector {
 struct Observed {
     holder: Option<String>,
     renew_time: Option<MicroTime>,
+    /// The holder's `leaseDurationSeconds`: how long its silence keeps others out.
+    lease_duration: Duration,
     at: Instant,
 }
 
+impl Observed {
+    fn of(spec: &LeaseSpec, fallback: Duration) -> Self {
+        let lease_duration = spec
+            .lease_duration_seconds
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .filter(|seconds| *seconds > 0)
+            .map_or(fallback, Duration::from_secs);
+        Self {
+            holder: spec.holder_identity.clone().filter(|h| !h.is_empty()),
+            renew_time: spec.renew_time.clone(),
+            lease_duration,
+            at: Instant::now(),
+        }
+    }
+
+    fn expired(&self) -> bool {
+        self.at.elapsed() >= self.lease_duration
+    }
+}
+
+/// The outcome of one attempt to acquire or renew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Attempt {
+    /// This candidate holds the Lease.
+    Held,
+    /// Another candidate holds it (and it has not expired).
+    HeldByOther,
+    /// A concurrent write won (409): try again at the next period.
+    Conflict,
+}
+
 impl Elector {
-    /// A candidate for `config.lease_name` using `client`.
-    pub fn new(client: Client, config: Config) -> Self {
-        Self { api: Api::namespaced(client, &config.lease_namespace), config }
+    /// A candidate for `config.lease_name` using `client` (best a client of its own:
+    /// [`crate::client::for_leases`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the durations are ones client-go would refuse ([`Config::validate`]).
+    pub fn new(client: Client, config: Config) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self { api: Api::namespaced(client, &config.lease_namespace), config })
     }
 
     /// Waits until this candidate holds the Lease. Returns `false` if `cancel` fired first.
@@ -105,11 +219,11 @@ impl Elector {
         info!(lease = %self.config.lease_name, identity = %self.config.identity, "waiting to become leader");
         loop {
             match self.try_acquire_or_renew(&mut observed, false).await {
-                Ok(true) => {
+                Ok(Attempt::Held) => {
                     info!(lease = %self.config.lease_name, identity = %self.config.identity, "became leader");
                     return true;
                 }
-                Ok(false) => {}
+                Ok(Attempt::HeldByOther | Attempt::Conflict) => {}
                 Err(err) => warn!(error = %err, "leader election: reading or writing the Lease failed"),
             }
             tokio::select! {
@@ -119,8 +233,13 @@ impl Elector {
         }
     }
 
-    /// Renews the Lease every `retry_period` until `cancel` fires ([`Ended::Cancelled`]) or a
-    /// renewal has not succeeded for `renew_deadline` ([`Ended::Lost`]).
+    /// Renews the Lease every `retry_period` until `cancel` fires ([`Ended::Cancelled`]), a
+    /// renewal has not succeeded for `renew_deadline`, or another holder is seen
+    /// ([`Ended::Lost`]). Failed attempts, 409 Conflicts among them, are retried.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Safe: dropping it stops renewing; the Lease then expires unless [`Elector::release`]d.
     pub async fn renew(&self, cancel: &CancellationToken) -> Ended {
         let mut last_renewed = Instant::now();
         let mut observed = None;
@@ -135,10 +254,13 @@ impl Elector {
             )
             .await;
             match attempt {
-                Ok(Ok(true)) => last_renewed = Instant::now(),
-                Ok(Ok(false)) => {
+                Ok(Ok(Attempt::Held)) => last_renewed = Instant::now(),
+                Ok(Ok(Attempt::HeldByOther)) => {
                     warn!(lease = %self.config.lease_name, "leader election: another candidate holds the Lease");
                     return Ended::Lost;
+                }
+                Ok(Ok(Attempt::Conflict)) => {
+                    debug!(lease = %self.config.lease_name, "leader election: the renewal met a concurrent write; retrying")
                 }
                 Ok(Err(err)) => warn!(error = %err, "leader election: renewing the Lease failed"),
                 Err(_) => {}
@@ -172,12 +294,12 @@ impl Elector {
         }
     }
 
-    /// One attempt. `Ok(true)` when this candidate holds the Lease after it.
+    /// One attempt.
     async fn try_acquire_or_renew(
         &self,
         observed: &mut Option<Observed>,
         leading: bool,
-    ) -> Result<bool, kube_client::Error> {
+    ) -> Result<Attempt, kube_client::Error> {
         let now = MicroTime(Timestamp::now());
         let me = self.config.identity.as_str();
         let duration = i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX);
@@ -198,28 +320,28 @@ impl Elector {
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube_client::Error::Api(status)) if status.is_already_exists() => Ok(false),
+                Ok(_) => Ok(Attempt::Held),
+                Err(kube_client::Error::Api(status)) if status.is_already_exists() => Ok(Attempt::Conflict),
                 Err(err) => Err(err),
             };
         };
 
         let spec = lease.spec.get_or_insert_with(Default::default);
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let seen = Observed::of(spec, self.config.lease_duration);
+        let holder = seen.holder.clone();
         // Track when the record last changed, by our clock.
-        let changed = observed.as_ref().is_none_or(|o| o.holder != holder || o.renew_time != spec.renew_time);
+        let changed = observed.as_ref().is_none_or(|o| o.holder != seen.holder || o.renew_time != seen.renew_time);
         if changed {
-            *observed =
-                Some(Observed { holder: holder.clone(), renew_time: spec.renew_time.clone(), at: Instant::now() });
+            *observed = Some(seen);
         }
         let held_by_me = holder.as_deref() == Some(me);
         if leading && !held_by_me {
-            return Ok(false);
+            return Ok(Attempt::HeldByOther);
         }
-        let expired = observed.as_ref().is_some_and(|o| o.at.elapsed() >= self.config.lease_duration);
+        let expired = observed.as_ref().is_some_and(Observed::expired);
         if holder.is_some() && !held_by_me && !expired {
             debug!(holder = ?holder, "the Lease is held by another candidate");
-            return Ok(false);
+            return Ok(Attempt::HeldByOther);
         }
 
         if !held_by_me {
@@ -232,13 +354,58 @@ impl Elector {
         // `replace` sends the resourceVersion we read: a concurrent writer makes this a 409.
         match self.api.replace(&self.config.lease_name, &PostParams::default(), &lease).await {
             Ok(written) => {
-                let spec = written.spec.unwrap_or_default();
-                *observed =
-                    Some(Observed { holder: spec.holder_identity, renew_time: spec.renew_time, at: Instant::now() });
-                Ok(true)
+                *observed = Some(Observed::of(&written.spec.unwrap_or_default(), self.config.lease_duration));
+                Ok(Attempt::Held)
             }
-            Err(kube_client::Error::Api(status)) if status.is_conflict() => Ok(false),
+            Err(kube_client::Error::Api(status)) if status.is_conflict() => Ok(Attempt::Conflict),
             Err(err) => Err(err),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(lease: u64, renew: u64, retry_millis: u64) -> Config {
+        let mut config = Config::new("lease", "ns", "me");
+        config.lease_duration = Duration::from_secs(lease);
+        config.renew_deadline = Duration::from_secs(renew);
+        config.retry_period = Duration::from_millis(retry_millis);
+        config
+    }
+
+    #[test]
+    fn controller_runtime_defaults_are_valid() {
+        assert_eq!(Config::new("lease", "ns", "me").validate(), Ok(()));
+        assert_eq!(Config::new("lease", "ns", "me").stop_writing_within(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn configurations_client_go_refuses_are_refused_naming_the_flags() {
+        let err = config(10, 10, 2000).validate().unwrap_err();
+        assert!(matches!(err, ConfigError::LeaseNotLongerThanRenewDeadline { .. }), "{err}");
+        assert!(err.to_string().contains("--leader-elect-lease-duration"), "{err}");
+        // 1.2 × 2 s = 2.4 s: a renew deadline of 2 s leaves no jittered retry.
+        let err = config(15, 2, 2000).validate().unwrap_err();
+        assert!(matches!(err, ConfigError::RenewDeadlineNotLongerThanRetries { .. }), "{err}");
+        assert_eq!(config(15, 10, 0).validate(), Err(ConfigError::Zero("retry-period")));
+        assert_eq!(config(3, 2, 1000).validate(), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expiry_is_judged_by_the_duration_the_holder_wrote_not_our_own() {
+        let spec =
+            LeaseSpec { holder_identity: Some("other".into()), lease_duration_seconds: Some(40), ..Default::default() };
+        // Our own setting is 15 s; the holder asked for 40 s.
+        let seen = Observed::of(&spec, Duration::from_secs(15));
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert!(!seen.expired(), "20 s of silence is within the holder's 40 s");
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert!(seen.expired());
+        // A record without a duration falls back to ours.
+        let seen = Observed::of(&LeaseSpec::default(), Duration::from_secs(15));
+        tokio::time::advance(Duration::from_secs(15)).await;
+        assert!(seen.expired());
     }
 }

@@ -28,6 +28,11 @@ struct Replica {
 
 impl Replica {
     fn start(name: &'static str, namespace: &str, dir: &Path) -> Self {
+        Self::start_with(name, namespace, dir, &[])
+    }
+
+    /// A replica with `extra` flags after the usual ones (the last of a repeated flag wins).
+    fn start_with(name: &'static str, namespace: &str, dir: &Path, extra: &[&str]) -> Self {
         let log = dir.join(format!("{name}.log"));
         let metrics = free_address();
         let child = Command::new(env!("CARGO_BIN_EXE_database-operator"))
@@ -37,6 +42,7 @@ impl Replica {
             .args(["--metrics-bind-address", &metrics.to_string(), "--metrics-secure=false"])
             .args(["--health-probe-bind-address", "0"])
             .args(["--log-format", "json", "--log-level", "info"])
+            .args(extra)
             .env("POD_NAME", name)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("create the log file"))
@@ -47,10 +53,10 @@ impl Replica {
 
     /// The value of `leader_election_master_status` in this replica's /metrics, once it serves.
     async fn leader_status(&self) -> f64 {
-        let series = r#"leader_election_master_status{name="database-operator"} "#;
+        let series = format!(r#"leader_election_master_status{{name="{LEASE}"}} "#);
         wait_until(&format!("replica {} to serve /metrics", self.name), Duration::from_secs(30), || async {
             let (_, body) = http_get(self.metrics, "/metrics").await?;
-            body.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            body.lines().find_map(|line| line.strip_prefix(&series)?.trim().parse().ok())
         })
         .await
     }
@@ -62,9 +68,14 @@ impl Replica {
 
     /// The times at which this replica wrote to the apiserver (every write is logged).
     fn writes(&self) -> Vec<Timestamp> {
+        self.logged(r#""message":"wrote "#)
+    }
+
+    /// The times of the log lines containing `text`.
+    fn logged(&self, text: &str) -> Vec<Timestamp> {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         log.lines()
-            .filter(|line| line.contains(r#""message":"wrote "#))
+            .filter(|line| line.contains(text))
             .map(|line| {
                 let entry: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
                 entry["timestamp"].as_str().expect("a timestamp").parse().expect("an RFC 3339 timestamp")
@@ -179,4 +190,100 @@ mod tempdir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// The regression test of a leader that stopped renewing as soon as its shutdown began, and
+/// whose renewals queued behind its reconciles in one client throttle: a drain longer than the
+/// Lease let the follower take over while the old leader still wrote.
+///
+/// The leader runs with a client throttle of half a request a second: its reconciles wait for
+/// tokens, two in flight take longer to drain than the Lease lasts, and its Events queue
+/// behind them. It is terminated with reconciles in flight. It must keep renewing (its Lease
+/// client has a bucket of its own) until its workers have drained and its Events are written,
+/// then release; the follower must write nothing before that release.
+#[tokio::test]
+async fn a_leader_draining_longer_than_its_lease_keeps_it_until_released_and_the_follower_waits() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, "leader-drain").await;
+    let dir = tempdir::Dir::new("leader-drain");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns.name);
+    // Six tokens start the informers (three lists, three watches); two are left for writes.
+    let throttled = ["--kube-api-qps=0.5", "--kube-api-burst=8", "--graceful-shutdown-timeout=90s"];
+    let mut a = Replica::start_with("a", &ns.name, dir.path(), &throttled);
+    wait_for_holder(&leases, "a", Duration::from_secs(30)).await;
+    let b = Replica::start("b", &ns.name, dir.path());
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    for i in 0..6 {
+        let db = Database::new(&format!("db-{i}"), DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        databases.create(&PostParams::default(), &db).await.unwrap();
+    }
+    // Once the leader wrote its first children, its bucket is empty and every write waits.
+    wait_until("the leader to write", Duration::from_secs(60), || async { (!a.writes().is_empty()).then_some(()) })
+        .await;
+
+    a.signal("-TERM");
+    let took = wait_for_holder(&leases, "b", Duration::from_secs(90)).await;
+    let log = std::fs::read_to_string(&a.log).unwrap_or_default();
+    assert!(a.child.wait().unwrap().success(), "a drained leader exits 0: {log}");
+    eprintln!(
+        "after SIGTERM, the draining leader kept the Lease; the follower led after {took:?} (lease {LEASE_DURATION:?})"
+    );
+    for i in 0..6 {
+        wait_until(&format!("db-{i} to be Ready"), Duration::from_secs(60), || async {
+            (databases.get(&format!("db-{i}")).await.ok()?.status?.phase? == Phase::Ready).then_some(())
+        })
+        .await;
+    }
+
+    assert!(a.logged("stepping down").is_empty(), "the leader never missed a renewal: {log}");
+    let released = a.logged("released the Lease");
+    assert_eq!(released.len(), 1, "the leader released the Lease once: {log}");
+    let last_a = *a.writes().iter().max().unwrap();
+    let first_b = *b.writes().iter().min().expect("the follower writes once it leads");
+    assert!(released[0] < first_b, "the follower wrote at {first_b}, before the leader released at {}", released[0]);
+    assert!(last_a < released[0], "the leader wrote at {last_a}, after releasing at {}", released[0]);
+    assert!(
+        took > LEASE_DURATION,
+        "the drain outlasted the Lease ({took:?}): the test covered what it is about only if it did: {log}"
+    );
+    let step = |text: &str| *a.logged(text).first().unwrap_or_else(|| panic!("no {text:?} in the log: {log}"));
+    let (drained, flushed) = (step("shutdown 2/6"), step("shutdown 3/6"));
+    assert!(drained <= flushed && flushed <= released[0], "drain, flush, release, in that order: {log}");
+}
+
+/// The regression test of Lease renewals that shared the reconciles' client throttle: a leader
+/// busy enough to keep its bucket empty missed its renew deadline and stepped down, again and
+/// again. Here the leader's bucket (a fifth of a request a second) stays empty for longer than
+/// two Lease durations; it must keep leading throughout.
+#[tokio::test]
+async fn a_leader_whose_client_throttle_is_saturated_keeps_renewing_its_lease() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, "leader-busy").await;
+    let dir = tempdir::Dir::new("leader-busy");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns.name);
+    let a =
+        Replica::start_with("a", &ns.name, dir.path(), &["--kube-api-qps=0.2", "--kube-api-burst=6", "--workers=4"]);
+    wait_for_holder(&leases, "a", Duration::from_secs(30)).await;
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    for i in 0..8 {
+        let db = Database::new(&format!("db-{i}"), DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        databases.create(&PostParams::default(), &db).await.unwrap();
+    }
+    wait_until("the leader to write", Duration::from_secs(60), || async { (!a.writes().is_empty()).then_some(()) })
+        .await;
+    // Eight Databases need more than forty writes: at 0.2/s, the bucket stays empty throughout.
+    let watched = Instant::now();
+    while watched.elapsed() < 2 * LEASE_DURATION + RETRY_PERIOD {
+        let holder = holder(&leases).await.unwrap_or_default();
+        assert!(holder.starts_with("a_"), "the busy leader lost its Lease (holder {holder:?})");
+        tokio::time::sleep(RETRY_PERIOD / 2).await;
+    }
+    let log = std::fs::read_to_string(&a.log).unwrap_or_default();
+    assert!(a.logged("stepping down").is_empty(), "{log}");
+    assert!(
+        databases.list(&Default::default()).await.unwrap().items.iter().any(|db| db.status.is_none()),
+        "the leader was still busy at the end: the throttle stayed saturated"
+    );
 }

@@ -2,6 +2,7 @@
 //! (`hack/test.sh` starts and stops it around the suite). Each test works in a namespace of
 //! its own, so they run in parallel.
 
+mod apf;
 mod common;
 mod leader;
 mod operator;

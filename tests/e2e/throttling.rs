@@ -8,82 +8,15 @@ use database_operator::client::{self, Limits, RequestMetrics};
 use database_operator::database::{Database, DatabaseSpec, Phase, Size};
 use database_operator::operator::{self, Options};
 use http::Method;
-use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube_client::api::{Api, DeleteParams, ListParams, PostParams};
+use kube_client::api::{Api, ListParams, PostParams};
 use kube_client::{Client, Config};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::apf::{self, PriorityLevel, flow_schema_of};
 use crate::common::{TestNamespace, client, install_crd, wait_until};
 
 const DATABASES: usize = 60;
 const WORKERS: usize = 16;
-
-/// The cluster-scoped objects that route one user into a tiny priority level; removed on drop.
-struct TinyPriorityLevel {
-    client: Client,
-    name: String,
-}
-
-impl TinyPriorityLevel {
-    /// A priority level of one nominal share (three seats of the apiserver's 600), that lends
-    /// and borrows nothing and rejects instead of queueing; a FlowSchema sending every request
-    /// of `user` there; and cluster-admin for `user`, who is not in system:masters (that group
-    /// is exempt from APF).
-    async fn create(client: &Client, user: &str) -> (Self, String) {
-        let name = user.to_string();
-        let levels: Api<PriorityLevelConfiguration> = Api::all(client.clone());
-        let level = json!({
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-            "metadata": {"name": name},
-            "spec": {"type": "Limited", "limited": {
-                "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
-                "limitResponse": {"type": "Reject"}}}
-        });
-        levels.create(&PostParams::default(), &serde_json::from_value(level).unwrap()).await.expect("create the level");
-        let schemas: Api<FlowSchema> = Api::all(client.clone());
-        let schema = json!({
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
-            "metadata": {"name": name},
-            "spec": {
-                "priorityLevelConfiguration": {"name": name},
-                "matchingPrecedence": 500,
-                "distinguisherMethod": {"type": "ByUser"},
-                "rules": [{
-                    "subjects": [{"kind": "User", "user": {"name": user}}],
-                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                       "namespaces": ["*"], "clusterScope": true}],
-                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
-                }]
-            }
-        });
-        let schema = schemas.create(&PostParams::default(), &serde_json::from_value(schema).unwrap()).await.unwrap();
-        let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
-        });
-        bindings.create(&PostParams::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
-        (Self { client: client.clone(), name }, schema.metadata.uid.expect("a created object has a uid"))
-    }
-}
-
-impl Drop for TinyPriorityLevel {
-    fn drop(&mut self) {
-        let (client, name) = (self.client.clone(), self.name.clone());
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let params = DeleteParams::default();
-                let _ = Api::<FlowSchema>::all(client.clone()).delete(&name, &params).await;
-                let _ = Api::<PriorityLevelConfiguration>::all(client.clone()).delete(&name, &params).await;
-                let _ = Api::<ClusterRoleBinding>::all(client).delete(&name, &params).await;
-            });
-        }
-    }
-}
 
 /// A client acting as `user` (the test's admin identity impersonates it), built the way the
 /// binary builds its own: throttle off here, retries, request metrics.
@@ -93,26 +26,20 @@ async fn impersonating(user: &str, metrics: &RequestMetrics) -> Client {
     client::from_config(config, Limits { qps: 0.0, burst: 1 }, metrics).expect("a client")
 }
 
-/// The FlowSchema that classified a request of `client`, from the apiserver's answer header.
-async fn flow_schema_of(client: &Client) -> Option<String> {
-    let request = http::Request::get("/api/v1/namespaces/default").body(Vec::new()).unwrap();
-    let response = client.send(request.map(Into::into)).await.ok()?;
-    let uid = response.headers().get("X-Kubernetes-PF-FlowSchema-UID")?;
-    Some(uid.to_str().ok()?.to_string())
-}
-
 #[tokio::test]
 async fn the_operator_converges_while_priority_and_fairness_rejects_it_with_429() {
     let admin = client().await;
     install_crd(&admin).await;
     let ns = TestNamespace::create(&admin, "apf").await;
     let user = format!("e2e-throttled-{:08x}", rand::random::<u32>());
-    let (_level, schema_uid) = TinyPriorityLevel::create(&admin, &user).await;
+    // One nominal share: three seats of the apiserver's 600, for every request of the user.
+    let (_level, schema_uid) = PriorityLevel::create(&admin, &user, 1, &apf::every_request()).await;
     let metrics = RequestMetrics::default();
     let operator_client = impersonating(&user, &metrics).await;
     // APF picks up new configuration asynchronously: wait until our requests land in it.
     wait_until("the operator's requests to be classified by the new FlowSchema", Duration::from_secs(30), || async {
-        (flow_schema_of(&operator_client).await? == schema_uid).then_some(())
+        let request = http::Request::get("/api/v1/namespaces/default").body(Vec::new()).unwrap();
+        (flow_schema_of(&operator_client, request).await? == schema_uid).then_some(())
     })
     .await;
 

@@ -25,8 +25,11 @@ use crate::database::{Database, DatabaseReconciler};
 use crate::events::Recorder;
 use crate::informer::{self, Factory, key_of};
 use crate::ops::leader::{self, Elector, Ended};
+
+mod leadership;
 use crate::ops::{self, Health};
 use crate::workqueue::{self, RateLimitingQueue};
+use leadership::{Leadership, WorkerStop};
 
 /// What can stop the operator.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +44,9 @@ pub enum Error {
     /// stopped. Exiting lets the pod restart as a follower (controller-runtime does the same).
     #[error("lost the leader election Lease; stopped reconciling")]
     LeadershipLost,
+    /// The leader election settings are ones client-go would refuse.
+    #[error(transparent)]
+    LeaderElection(#[from] leader::ConfigError),
     /// The metrics endpoint's certificate could not be loaded or made.
     #[error(transparent)]
     MetricsTls(#[from] ops::tls::Error),
@@ -58,7 +64,7 @@ pub enum Error {
 }
 
 /// How to run the operator.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Options {
     /// Only this namespace, or all.
     pub namespace: Option<String>,
@@ -79,9 +85,25 @@ pub struct Options {
     pub health_address: Option<SocketAddr>,
     /// Run workers only while holding this Lease; `None` runs them at once.
     pub leader_election: Option<leader::Config>,
+    /// The client for the Lease: best one of its own ([`client::for_leases`]), so renewals
+    /// never queue behind the reconciles' requests; `None` uses the shared one.
+    pub lease_client: Option<Client>,
     /// The API request metrics of the client passed to [`run`] (see [`client::from_config`]),
     /// served on `/metrics`.
     pub request_metrics: Option<RequestMetrics>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("namespace", &self.namespace)
+            .field("workers", &self.workers)
+            .field("resync_period", &self.resync_period)
+            .field("metrics_address", &self.metrics_address)
+            .field("health_address", &self.health_address)
+            .field("leader_election", &self.leader_election)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Options {
@@ -98,18 +120,35 @@ impl Options {
             metrics_secure: None,
             health_address: None,
             leader_election: None,
+            lease_client: None,
             request_metrics: None,
         }
     }
 }
 
-/// Runs the Database controller until `cancel` fires, then drains in-flight reconciles and
-/// stops the informers.
+/// Runs the Database controller until `cancel` fires (or, with leader election, the Lease is
+/// lost), then stops in this order, each step when the one before is over:
+///
+/// 1. take no new key;
+/// 2. let in-flight reconciles finish (after a lost Lease: abort them once
+///    `lease_duration - renew_deadline` has passed);
+/// 3. write the queued Events (after a lost Lease: drop them);
+/// 4. stop renewing the Lease;
+/// 5. release it, so another replica takes over at once;
+/// 6. stop the informers and the HTTP endpoints.
+///
+/// The Lease is renewed until step 4: a drain longer than the Lease never lets another replica
+/// write beside this one.
 ///
 /// # Errors
 ///
-/// [`Error::Controller`] if the caches did not sync in time.
+/// [`Error::Controller`] if the caches did not sync in time; [`Error::LeadershipLost`] after a
+/// lost Lease; [`Error::LeaderElection`] for durations client-go would refuse;
+/// [`Error::MetricsTls`] and [`Error::Bind`] when an endpoint cannot be served.
 pub async fn run(client: Client, options: Options, cancel: CancellationToken) -> Result<(), Error> {
+    if let Some(config) = &options.leader_election {
+        config.validate()?;
+    }
     let mut registry = Registry::default();
     let queue_metrics = workqueue::Metrics::register(&mut registry);
     let informer_metrics = informer::Metrics::new(&mut registry);
@@ -127,10 +166,17 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
             is_leader.clone(),
         );
     }
-    let is_leader = is_leader.get_or_create(&vec![("name".to_string(), "database-operator".to_string())]).clone();
+    // Labelled with the Lease's name, as client-go labels it.
+    let lease_name = options.leader_election.as_ref().map_or_else(String::new, |c| c.lease_name.clone());
+    let is_leader = is_leader.get_or_create(&vec![("name".to_string(), lease_name)]).clone();
     let registry = Arc::new(registry);
     let health = Health::default();
-    let servers_cancel = cancel.child_token();
+    // The endpoints and the informers stop last (step 6 of the shutdown sequence below), not at
+    // `cancel`: draining reconciles read the caches, and /metrics and the probes serve until
+    // the end.
+    let servers_cancel = CancellationToken::new();
+    // An early return (a bind error, say) stops what has started.
+    let _servers_guard = servers_cancel.clone().drop_guard();
     let mut servers = Vec::new();
     let metrics_secure = match &options.metrics_secure {
         Some(source) if options.metrics_address.is_some() => Some(ops::Secure {
@@ -161,7 +207,6 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let deployments = factory.informer::<DeploymentView>();
     let services = factory.informer::<ServiceView>();
 
-    let client_for_leases = client.clone();
     let (recorder, events_task) = Recorder::new(client.clone(), "example.com/database-operator", &options.identity);
     let reconciler =
         DatabaseReconciler::new(client.clone(), databases.store(), deployments.store(), services.store(), recorder);
@@ -178,7 +223,8 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         .metrics(controller_metrics)
         .build();
 
-    let informers_cancel = cancel.child_token();
+    let informers_cancel = CancellationToken::new();
+    let _informers_guard = informers_cancel.clone().drop_guard();
     let informer_tasks = factory.start(informers_cancel.clone());
     // Ready once the caches are full: the operator then acts on what it sees.
     let readiness = {
@@ -192,39 +238,42 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     };
     info!(namespace = options.namespace.as_deref().unwrap_or("<all>"), workers = options.workers, "starting");
     // Followers keep their caches warm (the informers run) but run no workers.
-    let workers_cancel = cancel.child_token();
+    let workers = WorkerStop { drain: cancel.child_token(), abort: CancellationToken::new() };
     let mut leadership = None;
-    if let Some(config) = options.leader_election.clone() {
-        let elector = Elector::new(client_for_leases, config);
-        if elector.acquire(&cancel).await {
-            is_leader.set(1);
-            let (elector, workers_cancel) = (elector.clone(), workers_cancel.clone());
-            leadership = Some((
-                elector.clone(),
-                tokio::spawn(async move {
-                    let ended = elector.renew(&workers_cancel).await;
-                    // Stop the workers at once when the Lease is lost.
-                    workers_cancel.cancel();
-                    ended
-                }),
-            ));
-        }
+    if let Some(config) = &options.leader_election {
+        let lease_client = options.lease_client.clone().unwrap_or_else(|| client.clone());
+        let elector = Elector::new(lease_client, config.clone())?;
+        leadership = Leadership::acquire(elector, config, &cancel, is_leader, workers.clone()).await;
     }
     let reconciler = Arc::new(reconciler);
-    let result =
-        if cancel.is_cancelled() { Ok(()) } else { controller.run(reconciler.clone(), workers_cancel.clone()).await };
-    // The last recorder goes with the reconciler: the events task writes what is queued, ends.
+    let result = if cancel.is_cancelled() {
+        Ok(())
+    } else {
+        controller.run_until_aborted(reconciler.clone(), workers.drain.clone(), workers.abort.clone()).await
+    };
+
+    // The shutdown sequence. Steps 1 and 2 are done: no new key is taken, and in-flight
+    // reconciles have finished (or were aborted, the Lease being lost). Each step starts when
+    // the one before it is over; the Lease is renewed until every write is done.
+    info!("shutdown 2/6: workers stopped");
+    let lost = leadership.as_ref().is_some_and(Leadership::is_lost);
+    // 3. The last recorder goes with the reconciler: the events task writes what is queued
+    //    and ends. After a lost Lease nothing more is written: another replica may lead.
     drop(reconciler);
-    let _ = events_task.await;
-    workers_cancel.cancel();
-    let mut result = result.map_err(Error::from);
-    if let Some((elector, renewer)) = leadership {
-        is_leader.set(0);
-        match renewer.await {
-            Ok(Ended::Lost) => result = result.and(Err(Error::LeadershipLost)),
-            _ => elector.release().await,
-        }
+    if lost {
+        events_task.abort();
     }
+    let _ = events_task.await;
+    info!("shutdown 3/6: events flushed");
+    // 4 and 5. Stop renewing, then release the Lease.
+    let mut result = result.map_err(Error::from);
+    if let Some(leadership) = leadership
+        && leadership.end().await == Ended::Lost
+    {
+        result = result.and(Err(Error::LeadershipLost));
+    }
+    info!("shutdown 5/6: leadership ended");
+    // 6. The informers and the endpoints.
     health.set_ready(false);
     readiness.abort();
     informers_cancel.cancel();
@@ -232,6 +281,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     for task in informer_tasks.into_iter().chain(servers) {
         let _ = task.await;
     }
+    info!("shutdown 6/6: informers and endpoints stopped");
     result
 }
 
