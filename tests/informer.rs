@@ -214,3 +214,37 @@ async fn factory_shares_one_informer_per_kind_and_keeps_it_current() {
         task.await.unwrap();
     }
 }
+
+/// A handler that panics on its first object.
+struct Panicking;
+
+impl EventHandler<ConfigMap> for Panicking {
+    fn on_add(&self, _: &Arc<ConfigMap>) {
+        panic!("a handler bug");
+    }
+    fn on_update(&self, _: &Arc<ConfigMap>, _: &Arc<ConfigMap>) {}
+    fn on_delete(&self, _: &Arc<ConfigMap>) {}
+}
+
+/// The regression test of an informer that a panicking handler ended silently: its cache
+/// froze while the factory still called it synced.
+#[tokio::test]
+async fn an_informer_ended_by_a_panicking_handler_is_reported_and_unsynced() {
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "informer").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    api.create(&PostParams::default(), &config_map("a", "1")).await.expect("create a");
+    let factory = Factory::new(client, Some(ns.name.clone()), selected(Config::default()));
+    factory.informer::<ConfigMap>().add_event_handler(Arc::new(Panicking));
+    let cancel = CancellationToken::new();
+    let tasks = factory.start(cancel.clone());
+
+    let stopped = tokio::time::timeout(WAIT, factory.wait_for_unexpected_stop()).await;
+    assert_eq!(stopped.expect("the stop is reported"), "configmaps");
+    assert_eq!(factory.stopped(), ["configmaps"]);
+    assert!(!factory.has_synced(), "a frozen cache is not a synced one");
+    cancel.cancel();
+    for task in tasks {
+        assert!(task.await.unwrap_err().is_panic(), "the panic ended the task");
+    }
+}

@@ -48,6 +48,32 @@ pub struct Factory {
     namespace: Option<String>,
     config: Config,
     informers: Mutex<HashMap<TypeId, Entry>>,
+    stops: Arc<Stops>,
+}
+
+/// The informers that ended before their cancellation (a panicking handler or index
+/// function ends one), and a wake-up for whoever waits on that.
+#[derive(Default)]
+struct Stops {
+    resources: Mutex<Vec<String>>,
+    notify: tokio::sync::Notify,
+}
+
+/// Held by an informer's task: dropped when the task ends, by a return or by a panic.
+struct StopGuard {
+    resource: String,
+    cancel: CancellationToken,
+    stops: Arc<Stops>,
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if !self.cancel.is_cancelled() {
+            tracing::error!(resource = %self.resource, "informer stopped before it was cancelled; its cache is frozen");
+            self.stops.resources.lock().unwrap_or_else(PoisonError::into_inner).push(self.resource.clone());
+            self.stops.notify.notify_waiters();
+        }
+    }
 }
 
 struct Entry {
@@ -70,7 +96,7 @@ impl Factory {
     /// A factory of informers over `client`, in `namespace` (all namespaces when `None`;
     /// cluster-scoped kinds ignore it), all configured with `config`.
     pub fn new(client: Client, namespace: Option<String>, config: Config) -> Self {
-        Factory { client, namespace, config, informers: Mutex::new(HashMap::new()) }
+        Factory { client, namespace, config, informers: Mutex::new(HashMap::new()), stops: Arc::default() }
     }
 
     /// The shared informer of `K`, created on first use. An informer created after
@@ -89,7 +115,9 @@ impl Factory {
     }
 
     /// Runs every informer not yet started, each on its own task, until `cancel` fires. Await
-    /// the handles after cancelling to know they stopped.
+    /// the handles after cancelling to know they stopped. An informer that ends before `cancel`
+    /// fires (a panicking event handler or index function ends it) is reported by
+    /// [`stopped`](Self::stopped) and [`wait_for_unexpected_stop`](Self::wait_for_unexpected_stop).
     ///
     /// # Panics
     ///
@@ -99,9 +127,47 @@ impl Factory {
         let mut tasks = Vec::new();
         for entry in informers.values_mut().filter(|entry| !entry.started) {
             entry.started = true;
-            tasks.push(tokio::spawn(entry.erased.clone().run(cancel.clone())));
+            let guard = StopGuard {
+                resource: entry.erased.resource().to_string(),
+                cancel: cancel.clone(),
+                stops: self.stops.clone(),
+            };
+            let run = entry.erased.clone().run(cancel.clone());
+            tasks.push(tokio::spawn(async move {
+                let _guard = guard;
+                run.await;
+            }));
         }
         tasks
+    }
+
+    /// Whether every informer created so far has synced and none has stopped unexpectedly:
+    /// what `/readyz` reports, computed afresh at every call.
+    pub fn has_synced(&self) -> bool {
+        self.stopped().is_empty() && self.erased().iter().all(|informer| informer.has_synced())
+    }
+
+    /// The resources whose informer ended before it was cancelled: their caches are frozen.
+    pub fn stopped(&self) -> Vec<String> {
+        self.stops.resources.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Waits until an informer ends before it was cancelled, and returns its resource. The
+    /// operator stops when this returns: a frozen cache must not be reconciled from.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Safe: it only waits.
+    pub async fn wait_for_unexpected_stop(&self) -> String {
+        loop {
+            let notified = self.stops.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(resource) = self.stopped().into_iter().next() {
+                return resource;
+            }
+            notified.await;
+        }
     }
 
     /// Waits until every informer created so far has synced.

@@ -17,7 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::client::{self, RequestMetrics};
 use crate::controller;
@@ -44,6 +44,13 @@ pub enum Error {
     /// stopped. Exiting lets the pod restart as a follower (controller-runtime does the same).
     #[error("lost the leader election Lease; stopped reconciling")]
     LeadershipLost,
+    /// An informer ended before it was told to (a panicking event handler or index function):
+    /// its cache froze, so the operator stopped rather than reconcile from it.
+    #[error("the {resource} informer stopped unexpectedly; stopped reconciling (its cache would be stale)")]
+    InformerStopped {
+        /// The informer's resource.
+        resource: String,
+    },
     /// The leader election settings are ones client-go would refuse.
     #[error(transparent)]
     LeaderElection(#[from] leader::ConfigError),
@@ -226,27 +233,33 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let informers_cancel = CancellationToken::new();
     let _informers_guard = informers_cancel.clone().drop_guard();
     let informer_tasks = factory.start(informers_cancel.clone());
-    // Ready once the caches are full: the operator then acts on what it sees.
-    let readiness = {
-        let (factory, health, timeout) = (factory.clone(), health.clone(), options.cache_sync_timeout);
-        tokio::spawn(async move {
-            match factory.wait_for_cache_sync(timeout).await {
-                Ok(()) => health.set_ready(true),
-                Err(err) => warn!(error = %err, "caches did not sync; /readyz stays unready"),
-            }
-        })
-    };
+    // Ready while the caches are synced and every informer runs, computed at every probe.
+    health.set_check({
+        let factory = factory.clone();
+        move || factory.has_synced()
+    });
     info!(namespace = options.namespace.as_deref().unwrap_or("<all>"), workers = options.workers, "starting");
+    // `cancel`, or an informer that stopped: a frozen cache must not be reconciled from. The
+    // process then exits non-zero, and the kubelet restarts it.
+    let stop = cancel.child_token();
+    let informer_stopped = tokio::spawn({
+        let (factory, stop) = (factory.clone(), stop.clone());
+        async move {
+            let resource = factory.wait_for_unexpected_stop().await;
+            stop.cancel();
+            resource
+        }
+    });
     // Followers keep their caches warm (the informers run) but run no workers.
-    let workers = WorkerStop { drain: cancel.child_token(), abort: CancellationToken::new() };
+    let workers = WorkerStop { drain: stop.child_token(), abort: CancellationToken::new() };
     let mut leadership = None;
     if let Some(config) = &options.leader_election {
         let lease_client = options.lease_client.clone().unwrap_or_else(|| client.clone());
         let elector = Elector::new(lease_client, config.clone())?;
-        leadership = Leadership::acquire(elector, config, &cancel, is_leader, workers.clone()).await;
+        leadership = Leadership::acquire(elector, config, &stop, is_leader, workers.clone()).await;
     }
     let reconciler = Arc::new(reconciler);
-    let result = if cancel.is_cancelled() {
+    let result = if stop.is_cancelled() {
         Ok(())
     } else {
         controller.run_until_aborted(reconciler.clone(), workers.drain.clone(), workers.abort.clone()).await
@@ -274,9 +287,14 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     }
     info!("shutdown 5/6: leadership ended");
     // 6. The informers and the endpoints.
-    health.set_ready(false);
-    readiness.abort();
+    health.stopping();
     informers_cancel.cancel();
+    if informer_stopped.is_finished() {
+        let resource = informer_stopped.await.unwrap_or_default();
+        result = result.and(Err(Error::InformerStopped { resource }));
+    } else {
+        informer_stopped.abort();
+    }
     servers_cancel.cancel();
     for task in informer_tasks.into_iter().chain(servers) {
         let _ = task.await;

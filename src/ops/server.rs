@@ -2,9 +2,10 @@
 //! `/readyz`. The metrics endpoint is served over HTTPS to authorized callers by default
 //! ([`Secure`]); the probes are always plain HTTP, as the kubelet calls them.
 //!
-//! `/healthz` (and its alias `/livez`) answers 200 while the process serves requests. `/readyz` answers 200 once the
-//! informers' caches have synced ([`Health::set_ready`]), 503 before: a pod is not sent
-//! traffic, and a rollout does not proceed, until the operator can act on what it sees.
+//! `/healthz` (and its alias `/livez`) answers 200 while the process serves requests.
+//! `/readyz` answers 200 while the informers' caches are synced and running ([`Health`]), 503
+//! otherwise: a pod is not sent traffic, and a rollout does not proceed, until the operator
+//! can act on what it sees.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -27,20 +28,46 @@ use tracing::{debug, info, warn};
 use super::auth::{Authorizer, Decision};
 
 /// The readiness the probes report; cheap to clone and share.
-#[derive(Debug, Clone, Default)]
+///
+/// Either a flag ([`Health::set_ready`]) or, once given, a check computed afresh at every
+/// probe ([`Health::set_check`]): the operator's checks that its informers are synced and
+/// still running, so caches that sync late still make the pod ready and one that stops makes
+/// it unready. [`Health::stopping`] makes it unready for good.
+#[derive(Clone, Default)]
 pub struct Health {
     ready: Arc<AtomicBool>,
+    stopping: Arc<AtomicBool>,
+    check: Arc<std::sync::OnceLock<ReadinessCheck>>,
+}
+
+type ReadinessCheck = Box<dyn Fn() -> bool + Send + Sync>;
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health").field("ready", &self.is_ready()).finish()
+    }
 }
 
 impl Health {
-    /// Marks the operator ready (caches synced) or not.
+    /// Marks the operator ready or not, when no check is set.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
 
+    /// Computes readiness with `check` at every probe from now on (the first check set wins).
+    pub fn set_check(&self, check: impl Fn() -> bool + Send + Sync + 'static) {
+        let _ = self.check.set(Box::new(check));
+    }
+
+    /// Unready from now on: the operator is shutting down.
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
     /// Whether `/readyz` answers 200.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        !self.stopping.load(Ordering::Acquire)
+            && self.check.get().map_or_else(|| self.ready.load(Ordering::Acquire), |check| check())
     }
 }
 
@@ -167,7 +194,9 @@ fn respond(request: &Request<Incoming>, registry: Option<&Registry>, health: &He
     match (request.uri().path(), registry) {
         ("/healthz" | "/livez", _) => text(StatusCode::OK, "ok\n".into()),
         ("/readyz", _) if health.is_ready() => text(StatusCode::OK, "ok\n".into()),
-        ("/readyz", _) => text(StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n".into()),
+        ("/readyz", _) => {
+            text(StatusCode::SERVICE_UNAVAILABLE, "caches not synced, an informer stopped, or shutting down\n".into())
+        }
         ("/metrics", Some(registry)) => {
             let mut body = String::new();
             match prometheus_client::encoding::text::encode(&mut body, registry) {

@@ -6,7 +6,7 @@
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube_client::Client;
-use kube_client::api::{Api, DeleteParams, PostParams};
+use kube_client::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 /// A FlowSchema rule matching every request.
@@ -20,7 +20,6 @@ pub(crate) fn every_request() -> Value {
 
 /// The cluster-scoped objects that route one user into a priority level; removed on drop.
 pub(crate) struct PriorityLevel {
-    client: Client,
     name: String,
 }
 
@@ -63,21 +62,18 @@ impl PriorityLevel {
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
         });
         bindings.create(&PostParams::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
-        (Self { client: client.clone(), name }, schema.metadata.uid.expect("a created object has a uid"))
+        (Self { name }, schema.metadata.uid.expect("a created object has a uid"))
     }
 }
 
 impl Drop for PriorityLevel {
     fn drop(&mut self) {
-        let (client, name) = (self.client.clone(), self.name.clone());
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let params = DeleteParams::default();
-                let _ = Api::<FlowSchema>::all(client.clone()).delete(&name, &params).await;
-                let _ = Api::<PriorityLevelConfiguration>::all(client.clone()).delete(&name, &params).await;
-                let _ = Api::<ClusterRoleBinding>::all(client).delete(&name, &params).await;
-            });
-        }
+        let name = &self.name;
+        crate::common::delete_when_dropped(&[
+            &format!("flowschemas.flowcontrol.apiserver.k8s.io/{name}"),
+            &format!("prioritylevelconfigurations.flowcontrol.apiserver.k8s.io/{name}"),
+            &format!("clusterrolebinding/{name}"),
+        ]);
     }
 }
 

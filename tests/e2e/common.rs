@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::Client;
-use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_core::ObjectMeta;
 
 const NO_PLANE: &str = "no control plane: KUBECONFIG is not set. Start one with \
@@ -62,7 +62,6 @@ where
 pub(crate) struct TestNamespace {
     /// The namespace's name.
     pub(crate) name: String,
-    client: Client,
 }
 
 impl TestNamespace {
@@ -79,21 +78,29 @@ impl TestNamespace {
             accounts.get_opt("default").await.ok().flatten()
         })
         .await;
-        Self { name, client: client.clone() }
+        Self { name }
     }
 }
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
-        // Best effort and without waiting: the namespace controller removes what is inside.
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let name = self.name.clone();
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let _ = namespaces.delete(&name, &DeleteParams::default()).await;
-            });
-        }
+        // The namespace controller removes what is inside, without the test waiting for it.
+        delete_when_dropped(&[&format!("namespace/{}", self.name)]);
     }
+}
+
+/// Deletes `objects` (`kind/name`, cluster-scoped or fully named) from a `Drop`: with kubectl,
+/// synchronously. A task spawned on the test's runtime would never run, since the runtime
+/// ends with the test, and the objects would pile up on the plane (a plane's kwok nodes hold
+/// 330 pods: leftovers of earlier runs leave new pods pending).
+pub(crate) fn delete_when_dropped(objects: &[&str]) {
+    let _ = std::process::Command::new("kubectl")
+        .arg("delete")
+        .args(objects)
+        .args(["--ignore-not-found", "--wait=false"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 /// Applies the Database CRD (server-side) and waits until the apiserver serves it.
