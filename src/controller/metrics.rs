@@ -1,9 +1,10 @@
-//! Reconcile metrics, with controller-runtime's names so existing dashboards work:
-//! `controller_runtime_reconcile_total{controller,result}` (result: success, error, requeue,
-//! requeue_after, panic), `controller_runtime_reconcile_errors_total{controller}`,
+//! Reconcile metrics, with controller-runtime's names and counting so existing dashboards work:
+//! `controller_runtime_reconcile_total{controller,result}` (result: success, error,
+//! requeue_after), `controller_runtime_reconcile_errors_total{controller}`,
 //! `controller_runtime_reconcile_panics_total{controller}`,
 //! `controller_runtime_reconcile_time_seconds{controller}` and
-//! `controller_runtime_active_workers{controller}`.
+//! `controller_runtime_active_workers{controller}`. A recovered panic is an error as
+//! controller-runtime counts it: in the panics, and in the errors and under `result="error"`.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -80,7 +81,6 @@ impl Metrics {
             success: result("success"),
             error: result("error"),
             requeue_after: result("requeue_after"),
-            panic: result("panic"),
             errors: self.errors.get_or_create(&label).clone(),
             panics: self.panics.get_or_create(&label).clone(),
             time: self.time.get_or_create(&label).clone(),
@@ -95,7 +95,6 @@ pub(crate) struct ControllerMetrics {
     pub(crate) success: Counter,
     pub(crate) error: Counter,
     pub(crate) requeue_after: Counter,
-    pub(crate) panic: Counter,
     pub(crate) errors: Counter,
     pub(crate) panics: Counter,
     pub(crate) time: Histogram,

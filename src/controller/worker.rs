@@ -68,9 +68,11 @@ pub(crate) async fn run<R: Reconciler>(
                     m.errors.inc();
                     m.error.inc()
                 }
+                // controller-runtime turns a recovered panic into the reconcile's error.
                 Err(_) => {
                     m.panics.inc();
-                    m.panic.inc()
+                    m.errors.inc();
+                    m.error.inc()
                 }
             };
         }
@@ -134,9 +136,17 @@ mod tests {
     }
 
     async fn run_until_calls(reconciler: Arc<Flaky>, calls: usize) -> RateLimitingQueue<ObjectKey> {
+        run_until_calls_with(reconciler, calls, None).await
+    }
+
+    async fn run_until_calls_with(
+        reconciler: Arc<Flaky>,
+        calls: usize,
+        metrics: Option<ControllerMetrics>,
+    ) -> RateLimitingQueue<ObjectKey> {
         let queue = RateLimitingQueue::new("test");
         queue.add(ObjectKey::from("ns/a"));
-        let worker = tokio::spawn(run(0, queue.clone(), reconciler.clone(), None));
+        let worker = tokio::spawn(run(0, queue.clone(), reconciler.clone(), metrics));
         while reconciler.calls.load(Ordering::SeqCst) < calls {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -172,5 +182,25 @@ mod tests {
         let queue = run_until_calls(reconciler.clone(), 2).await;
         assert_eq!(*reconciler.seen.lock().unwrap(), vec!["ns/a", "ns/a"]);
         assert_eq!(queue.num_requeues(&ObjectKey::from("ns/a")), 0);
+    }
+
+    /// The regression test of a panic counted only under `result="panic"`: controller-runtime
+    /// counts a recovered panic as an error too, and dashboards alert on the errors.
+    #[tokio::test(start_paused = true)]
+    async fn a_recovered_panic_counts_as_an_error_and_as_a_panic() {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = crate::controller::Metrics::register(&mut registry).for_controller("test");
+        run_until_calls_with(flaky(1, true), 2, Some(metrics)).await;
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for series in [
+            r#"controller_runtime_reconcile_panics_total{controller="test"} 1"#,
+            r#"controller_runtime_reconcile_errors_total{controller="test"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="test",result="error"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="test",result="success"} 1"#,
+        ] {
+            assert!(text.lines().any(|line| line == series), "{series} missing from\n{text}");
+        }
+        assert!(!text.contains(r#"result="panic""#), "{text}");
     }
 }
