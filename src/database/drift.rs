@@ -3,9 +3,19 @@
 //! The desired object sets only the fields the operator owns; the apiserver and other
 //! controllers add defaults and fields of their own (`protocol`, `strategy`, status,
 //! annotations). So the question is not equality but inclusion: every field the desired
-//! object sets must be present in the live one with the same value. Lists compare element
-//! by element and must have the same length (containers, ports and owner references are
-//! lists the operator owns whole).
+//! object sets must be present in the live one with the same value.
+//!
+//! Lists are compared as server-side apply merges them. A list with merge keys (containers
+//! and env by name, ports by port and protocol, owner references by uid, volumes by name,
+//! volume mounts by path) matches when each element the operator sets is in the live list
+//! under its key and contains what the operator set: an element another party added (a
+//! sidecar from an injector, a port from a service mesh, an owner reference from another
+//! controller) is not a difference, so it costs no re-apply and no "Updated" event at every
+//! reconcile. Other lists (`args`, `command`) are atomic: the same length, element by element.
+//!
+//! The price of inclusion: an element the operator stops setting (after an upgrade of the
+//! operator) stays until the child is written for another reason, which server-side apply
+//! then removes, since this field manager owned it.
 //!
 //! Server-side apply would accept an unchanged object without bumping its resourceVersion,
 //! but it still costs a request per reconcile; comparing against the cache costs none.
@@ -33,14 +43,47 @@ pub fn differs<D: Serialize, L: Serialize>(desired: &D, live: &L) -> bool {
 
 /// Whether `live` contains everything `desired` sets.
 fn contains(live: &Value, desired: &Value) -> bool {
+    contains_in(None, live, desired)
+}
+
+/// [`contains`], knowing the name of the field that holds the values (for a list's merge key).
+fn contains_in(field: Option<&str>, live: &Value, desired: &Value) -> bool {
     match (live, desired) {
-        (Value::Object(live), Value::Object(desired)) => {
-            desired.iter().all(|(key, want)| want.is_null() || live.get(key).is_some_and(|have| contains(have, want)))
-        }
-        (Value::Array(live), Value::Array(desired)) => {
-            live.len() == desired.len() && live.iter().zip(desired).all(|(have, want)| contains(have, want))
-        }
+        (Value::Object(live), Value::Object(desired)) => desired
+            .iter()
+            .all(|(key, want)| want.is_null() || live.get(key).is_some_and(|have| contains_in(Some(key), have, want))),
+        (Value::Array(live), Value::Array(desired)) => match field.and_then(merge_key) {
+            Some(key) => desired.iter().all(|want| {
+                let wanted = key(want);
+                wanted.is_some() && live.iter().any(|have| key(have) == wanted && contains_in(None, have, want))
+            }),
+            None => {
+                live.len() == desired.len()
+                    && live.iter().zip(desired).all(|(have, want)| contains_in(None, have, want))
+            }
+        },
         (live, desired) => live == desired,
+    }
+}
+
+/// The merge key of a list field, as the Kubernetes API declares it
+/// (`x-kubernetes-list-map-keys` / `patchMergeKey`); `None` for an atomic list.
+fn merge_key(field: &str) -> Option<fn(&Value) -> Option<String>> {
+    fn by(name: &'static str) -> impl Fn(&Value) -> Option<String> {
+        move |element| element.get(name).map(Value::to_string)
+    }
+    match field {
+        "containers" | "initContainers" | "env" | "volumes" => Some(|e| by("name")(e)),
+        "ownerReferences" => Some(|e| by("uid")(e)),
+        "volumeMounts" => Some(|e| by("mountPath")(e)),
+        // Container ports by containerPort, Service ports by port; both with their protocol,
+        // which the apiserver defaults to TCP when it is not set.
+        "ports" => Some(|element| {
+            let port = element.get("containerPort").or_else(|| element.get("port"))?;
+            let protocol = element.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            Some(format!("{port}/{protocol}"))
+        }),
+        _ => None,
     }
 }
 
@@ -68,9 +111,41 @@ mod tests {
         assert!(differs(&desired, &json!({"metadata": {"labels": {}}})));
     }
 
+    /// The regression test of lists compared by position and length: a sidecar injector, a
+    /// service mesh or another controller adding an element made every reconcile re-apply
+    /// the child and record an "Updated" event.
     #[test]
-    fn an_extra_list_element_is_a_difference() {
-        let desired = json!({"containers": [{"name": "database"}]});
-        assert!(differs(&desired, &json!({"containers": [{"name": "database"}, {"name": "sidecar"}]})));
+    fn elements_added_by_others_to_keyed_lists_are_not_a_difference() {
+        let desired = json!({
+            "metadata": {"ownerReferences": [{"uid": "db-uid", "kind": "Database"}]},
+            "spec": {"containers": [{"name": "database", "image": "postgres:17", "ports": [{"containerPort": 8080}]}]},
+        });
+        let live = json!({
+            "metadata": {"ownerReferences": [{"uid": "other-uid", "kind": "Thing"}, {"uid": "db-uid", "kind": "Database"}]},
+            "spec": {"containers": [
+                {"name": "istio-proxy", "image": "proxy"},
+                {"name": "database", "image": "postgres:17",
+                 "ports": [{"containerPort": 15090, "protocol": "TCP"}, {"containerPort": 8080, "protocol": "TCP"}]},
+            ]},
+        });
+        assert!(!differs(&desired, &live));
+    }
+
+    #[test]
+    fn a_keyed_element_that_is_missing_or_changed_is_a_difference() {
+        let desired = json!({"containers": [{"name": "database", "image": "postgres:17"}]});
+        assert!(differs(&desired, &json!({"containers": [{"name": "sidecar", "image": "postgres:17"}]})));
+        assert!(differs(&desired, &json!({"containers": [{"name": "database", "image": "postgres:16"}]})));
+        let ports = json!({"ports": [{"containerPort": 8080, "protocol": "UDP"}]});
+        assert!(differs(&ports, &json!({"ports": [{"containerPort": 8080, "protocol": "TCP"}]})));
+        let owner = json!({"ownerReferences": [{"uid": "db-uid"}]});
+        assert!(differs(&owner, &json!({"ownerReferences": [{"uid": "other-uid"}]})));
+    }
+
+    #[test]
+    fn atomic_lists_compare_whole() {
+        let desired = json!({"args": ["run", "--workers=2"]});
+        assert!(differs(&desired, &json!({"args": ["run", "--workers=2", "--extra"]})));
+        assert!(!differs(&desired, &json!({"args": ["run", "--workers=2"]})));
     }
 }

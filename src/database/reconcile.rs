@@ -110,11 +110,16 @@ impl DatabaseReconciler {
                     self.ensure(db, children::deployment(db), live_deployment),
                     self.ensure(db, children::service(db), live_service),
                 )?;
+                let rejected = |kind, message: String| {
+                    let name = db.metadata.name.as_deref().unwrap_or_default();
+                    // The apiserver quotes the refused value ("Invalid value: \"<name>\""); the
+                    // object's name alone is quoted in every refusal ("deployments.apps \"x\"").
+                    let name_is_the_cause = message.contains(&format!("Invalid value: \"{name}\""));
+                    Blocker::Rejected { kind, message, name_is_the_cause }
+                };
                 match (deployment, service) {
-                    (Err(message), _) => (None, Some(Blocker::Rejected { kind: "Deployment", message })),
-                    (Ok(deployment), Err(message)) => {
-                        (Some(deployment), Some(Blocker::Rejected { kind: "Service", message }))
-                    }
+                    (Err(message), _) => (None, Some(rejected("Deployment", message))),
+                    (Ok(deployment), Err(message)) => (Some(deployment), Some(rejected("Service", message))),
                     (Ok(deployment), Ok(_)) => {
                         let failing = Blocker::from_deployment(&deployment);
                         (Some(deployment), failing)

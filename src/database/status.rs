@@ -28,13 +28,18 @@ pub enum Blocker {
         /// The object's name.
         name: String,
     },
-    /// The apiserver rejected the child built from the spec (the spec passes the CRD schema
-    /// but cannot be realised, e.g. a name too long for the labels and the Service).
+    /// The apiserver rejected the child built from the Database (it passes the CRD schema but
+    /// cannot be realised, e.g. an image with surrounding whitespace, or a name the CRD's name
+    /// rule would refuse today on a Database stored before that rule existed).
     Rejected {
         /// `Deployment` or `Service`.
         kind: &'static str,
         /// The apiserver's message.
         message: String,
+        /// Whether the Database's name is what was refused (the message quotes it as the
+        /// invalid value, in the name or a label of the child): then renaming, not editing the
+        /// spec, is the fix.
+        name_is_the_cause: bool,
     },
     /// The Deployment exists but cannot run its pods: its `ReplicaFailure` condition is
     /// True (e.g. pods forbidden by a ResourceQuota or rejected by admission), or its
@@ -81,7 +86,12 @@ impl Blocker {
                 "{kind} {name:?} already exists and is not managed by this Database; \
                  delete or rename it, or rename the Database"
             ),
-            Blocker::Rejected { kind, message } => {
+            Blocker::Rejected { kind, message, name_is_the_cause: true } => format!(
+                "the {kind} for this Database was rejected by the API server because of the Database's name: {message}; \
+                 a name cannot change: create the Database again under a DNS-1035 name (at most 63 characters: \
+                 lowercase letters, digits and '-', starting with a letter) and delete this one"
+            ),
+            Blocker::Rejected { kind, message, name_is_the_cause: false } => {
                 format!("the {kind} for this spec was rejected by the API server: {message}; fix the Database spec")
             }
             Blocker::DeploymentFailing { message, .. } => {
@@ -289,5 +299,26 @@ mod tests {
         db.status = Some(desired(&db, Some(&deployment(0)), None, &time(10)));
         let status = desired(&db, Some(&deployment(1)), None, &time(20));
         assert_eq!(condition(&status, "Ready").last_transition_time, time(20));
+    }
+
+    /// The regression test of "fix the Database spec" said when the name was what the
+    /// apiserver refused: the spec cannot fix a name.
+    #[test]
+    fn a_rejection_of_the_name_says_to_rename_not_to_fix_the_spec() {
+        let by_name = Blocker::Rejected {
+            kind: "Service",
+            message: r#"Service "a.b" is invalid: metadata.name: Invalid value: "a.b": a DNS-1035 label must..."#
+                .into(),
+            name_is_the_cause: true,
+        };
+        assert!(by_name.message().contains("because of the Database's name"), "{}", by_name.message());
+        assert!(!by_name.message().contains("fix the Database spec"), "{}", by_name.message());
+        let by_spec = Blocker::Rejected {
+            kind: "Deployment",
+            message: "spec.template.spec.containers[0].image: Invalid value: \" postgres\"".into(),
+            name_is_the_cause: false,
+        };
+        assert!(by_spec.message().ends_with("fix the Database spec"), "{}", by_spec.message());
+        assert_eq!(by_name.reason(), "InvalidSpec");
     }
 }

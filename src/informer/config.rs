@@ -7,9 +7,10 @@ use super::Metrics;
 /// How the informer gets the initial state (and the state after a `410 Gone`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InitialListMode {
-    /// Try a streaming list first; fall back to a paginated list, for the informer's lifetime,
-    /// when the apiserver rejects it (400 / 422) or never sends the bookmark that ends the
-    /// initial events (see [`Config::initial_events_timeout`]).
+    /// Try a streaming list first. When the apiserver refuses it (400 / 422), use paginated
+    /// lists for the informer's lifetime; when the bookmark that ends the initial events does
+    /// not come in time (see [`Config::initial_events_timeout`]), a paginated list this once,
+    /// and a streaming list again at the next sync (a quiet moment is not a missing feature).
     #[default]
     Auto,
     /// Always a streaming list (`sendInitialEvents=true`): a watch that starts with the current

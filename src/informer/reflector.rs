@@ -65,7 +65,7 @@ pub(crate) struct Reflector<K> {
     pub(crate) backoff: Backoff,
     /// The last resourceVersion seen; the next watch starts there.
     pub(crate) resource_version: String,
-    /// Auto mode found that this apiserver does not do streaming lists.
+    /// Auto mode found that this apiserver refuses streaming lists (a 400 or 422 answer).
     pub(crate) streaming_unsupported: bool,
 }
 
@@ -111,13 +111,18 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
         if stream {
             match self.stream_initial_events().await {
                 Ok(open) => return Ok(Some(open)),
-                Err(error)
-                    if self.config.initial_list == InitialListMode::Auto
-                        && (error.is_streaming_rejected() || matches!(error, Error::InitialEventsIncomplete)) =>
-                {
+                // Only an explicit refusal (400, 422) says the server cannot stream lists: use
+                // paginated lists from now on.
+                Err(error) if self.config.initial_list == InitialListMode::Auto && error.is_streaming_rejected() => {
                     self.metrics.list_errors.inc();
-                    warn!(resource = %self.resource, %error, "streaming list failed; using paginated lists from now on");
+                    warn!(resource = %self.resource, %error, "the apiserver refuses streaming lists; using paginated lists from now on");
                     self.streaming_unsupported = true;
+                }
+                // A quiet stream may be a slow moment (a busy apiserver, a large collection):
+                // one paginated list now, and a streaming list again at the next sync.
+                Err(error @ Error::InitialEventsIncomplete) if self.config.initial_list == InitialListMode::Auto => {
+                    self.metrics.list_errors.inc();
+                    warn!(resource = %self.resource, %error, "streaming list incomplete; one paginated list instead");
                 }
                 Err(error) => return Err(error),
             }

@@ -91,6 +91,23 @@ async fn auto_mode_falls_back_when_the_end_bookmark_never_comes() {
     h.stop().await;
 }
 
+/// The regression test of a quiet moment that turned streaming lists off for the informer's
+/// lifetime: only an explicit refusal (400, 422) may do that.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_stream_falls_back_for_one_sync_and_the_next_sync_streams_again() {
+    let fake = FakeListWatch::default();
+    let _quiet = fake.watch();
+    fake.list_page(vec![cm("ns", "a", "1")], "7", None);
+    fake.watch().error(410, "Expired");
+    let stream = fake.watch();
+    stream.added(cm("ns", "a", "1")).initial_events_end("8");
+    let h = start(&fake, Config { initial_events_timeout: Duration::from_secs(10), ..Config::default() });
+    h.informer.wait_for_sync(WAIT).await.unwrap();
+    h.watch_calls(3).await;
+    assert_eq!(requests(&fake), ["stream", "list", "watch@7", "stream"]);
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn auto_mode_falls_back_when_the_stream_ends_before_the_end_bookmark() {
     let fake = FakeListWatch::default();

@@ -278,18 +278,85 @@ async fn spec_whose_pods_are_refused_gets_a_condition_and_a_warning_then_recover
     operator.stop().await;
 }
 
+/// A ValidatingAdmissionPolicy refusing Deployments in one namespace whose images start with a
+/// prefix; deleted when dropped.
+struct ImagePolicy {
+    name: String,
+}
+
+impl ImagePolicy {
+    /// Creates it and waits until the apiserver enforces it (policies take effect
+    /// asynchronously).
+    async fn create(namespace: &str, prefix: &str) -> Self {
+        let name = format!("e2e-{namespace}");
+        let policy = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                "validations": [{
+                    "expression": format!("object.spec.template.spec.containers.all(c, !c.image.startsWith('{prefix}'))"),
+                    "message": format!("images from {prefix} are not allowed in this cluster")
+                }]
+            }
+        });
+        let binding = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"],
+                     "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}}
+        });
+        for object in [policy, binding] {
+            let mut apply = std::process::Command::new("kubectl")
+                .args(["apply", "-f", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            apply.stdin.take().unwrap().write_all(object.to_string().as_bytes()).unwrap();
+            assert!(apply.wait().unwrap().success(), "kubectl apply the policy");
+        }
+        let probe = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "probe"},
+            "spec": {"selector": {"matchLabels": {"app": "probe"}}, "template": {"metadata": {"labels": {"app": "probe"}},
+                "spec": {"containers": [{"name": "c", "image": format!("{prefix}probe")}]}}}});
+        wait_until("the admission policy to be enforced", CONVERGE, || async {
+            let refused = std::process::Command::new("sh")
+                .args(["-c", &format!("echo '{probe}' | kubectl create --dry-run=server -n {namespace} -f - 2>&1")])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&refused.stdout).contains("not allowed in this cluster").then_some(())
+        })
+        .await;
+        Self { name }
+    }
+}
+
+impl Drop for ImagePolicy {
+    fn drop(&mut self) {
+        crate::common::delete_when_dropped(&[
+            &format!("validatingadmissionpolicybinding/{}", self.name),
+            &format!("validatingadmissionpolicy/{}", self.name),
+        ]);
+    }
+}
+
 #[tokio::test]
 async fn spec_the_apiserver_refuses_to_realise_gets_invalid_spec_without_a_hot_loop() {
-    let f = fixture("toolong").await;
+    let f = fixture("refused").await;
+    // The CRD takes any image; this cluster's policy (a ValidatingAdmissionPolicy in the test's
+    // namespace) refuses images from one registry, so the Deployment cannot be written.
+    let _policy = ImagePolicy::create(&f.ns.name, "forbidden.example/").await;
     let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
-    // A valid Database name (up to 253 characters), but too long for the `app` label value
-    // and the Service name (63): the apiserver rejects the children.
-    let name = format!("orders-{}", "x".repeat(60));
-    f.create(&database(&name, Size::Small, "postgres:17")).await;
+    let name = "orders".to_string();
+    f.create(&database(&name, Size::Small, "forbidden.example/postgres:17")).await;
     let db = f.wait_for_phase(&name, Phase::Degraded).await;
     let degraded = db.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
     assert_eq!(degraded.reason, "InvalidSpec");
-    assert!(degraded.message.contains("63"), "{}", degraded.message);
+    assert!(degraded.message.contains("not allowed in this cluster"), "the policy's own words: {}", degraded.message);
+    assert!(degraded.message.ends_with("fix the Database spec"), "{}", degraded.message);
     let events = wait_until("an InvalidSpec Warning event", CONVERGE, || async {
         let events = f.warning_events("InvalidSpec").await;
         (!events.is_empty()).then_some(events)
@@ -324,6 +391,15 @@ async fn invalid_specs_are_rejected_by_the_apiserver_naming_the_field() {
         let err = api.create(&PostParams::default(), &body).await.expect_err("an invalid spec must be rejected");
         let message = err.to_string();
         assert!(message.contains(field), "rejection of {spec} does not name {field}: {message}");
+    }
+    // Names that cannot name the Service (a DNS-1035 label of at most 63 characters): refused
+    // by the CRD's rule on the root, whose message names the rule.
+    for name in ["db.with.dots".to_string(), "1-leading-digit".to_string(), format!("orders-{}", "x".repeat(57))] {
+        let body = json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": name},
+                          "spec": {"size": "small", "image": "postgres:17"}});
+        let body: DynamicObject = serde_json::from_value(body).unwrap();
+        let err = api.create(&PostParams::default(), &body).await.expect_err("a name that cannot name a Service");
+        assert!(err.to_string().contains("must be a DNS-1035 label"), "{name}: {err}");
     }
     let no_spec = json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "bad"}});
     let no_spec: DynamicObject = serde_json::from_value(no_spec).unwrap();
