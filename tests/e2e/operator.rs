@@ -278,6 +278,46 @@ async fn spec_whose_pods_are_refused_gets_a_condition_and_a_warning_then_recover
     operator.stop().await;
 }
 
+/// The regression test of drift compared by list position: a container and a port another
+/// party added (a sidecar injector, a service mesh) made every reconcile re-apply the
+/// Deployment and record an "Updated" Event.
+#[tokio::test]
+async fn a_sidecar_added_by_another_party_is_left_alone_and_causes_no_rewrite() {
+    let f = fixture("sidecar").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 1);
+    f.create(&database("orders", Size::Small, "postgres:17")).await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+    let injected = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "orders"},
+        "spec": {"template": {"spec": {"containers": [{"name": "sidecar", "image": "proxy:1",
+            "ports": [{"containerPort": 15090}]}]}}}});
+    f.deployments.patch("orders", &PatchParams::apply("injector"), &Patch::Apply(&injected)).await.unwrap();
+    // The new template rolls out: the Deployment's status changes several times, and each
+    // change reconciles the Database.
+    let rolled = wait_until("the injected template to roll out", CONVERGE, || async {
+        let deployment = f.deployments.get("orders").await.ok()?;
+        let status = deployment.status.as_ref()?;
+        (status.updated_replicas == Some(1) && status.ready_replicas == Some(1) && status.replicas == Some(1))
+            .then_some(deployment)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let containers: Vec<String> =
+        rolled.spec.unwrap().template.spec.unwrap().containers.into_iter().map(|c| c.name).collect();
+    assert_eq!(containers, ["database", "sidecar"], "the sidecar stays");
+    let events: Api<Event> = Api::namespaced(f.client.clone(), &f.ns.name);
+    let updated: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Updated"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(updated.is_empty(), "the operator rewrote the Deployment: {updated:?}");
+    operator.stop().await;
+}
+
 /// A ValidatingAdmissionPolicy refusing Deployments in one namespace whose images start with a
 /// prefix; deleted when dropped.
 struct ImagePolicy {
