@@ -13,6 +13,10 @@
 #                     thousands of Services of the end-to-end benchmark)
 #   APISERVER_FEATURE_GATES  passed to kube-apiserver's --feature-gates (e.g. WatchList=false)
 #
+# Claims bind: a default StorageClass "standard" whose volumes kube-controller-manager's
+# host-path provisioner creates (see add_storage_class). Jobs run (the job controller; kwok
+# completes their pods).
+#
 # Beside the default admission plugins (PodSecurity among them), the apiserver enforces
 # OwnerReferencesPermissionEnforcement, as hardened clusters (OpenShift, among others) do: a
 # child whose ownerReference blocks its owner's deletion needs `update` on the owner's
@@ -136,6 +140,27 @@ EOF
   done | kubectl --kubeconfig "$kubeconfig" apply -f - >/dev/null
 }
 
+# The plane's default StorageClass. Its provisioner is kube-controller-manager's built-in
+# host-path provisioner (--enable-hostpath-provisioner): it creates a real PersistentVolume
+# for each claim (a directory under /tmp on this machine) and deletes it with the claim, and
+# kube-controller-manager's binder binds the two, as a cloud provider's would. Binding is
+# immediate: the kwok nodes have no local topology to wait for. Expansion is allowed, so a
+# claim's request can grow (the host-path volume itself does not resize).
+add_storage_class() {
+  kubectl --kubeconfig "$kubeconfig" apply -f - >/dev/null <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kubernetes.io/host-path
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+allowVolumeExpansion: true
+EOF
+}
+
 cmd_up() {
   if running kube-apiserver; then
     log "already up"
@@ -186,7 +211,8 @@ cmd_up() {
 
   local common=(--kubeconfig "$kubeconfig" --leader-elect=false --bind-address 127.0.0.1)
   launch kube-controller-manager "$bin/kube-controller-manager" "${common[@]}" --secure-port "$kcm_port" \
-    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc,resourcequota \
+    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc,resourcequota,persistentvolume-binder,persistentvolume-expander,pvc-protection,pv-protection,job \
+    --enable-hostpath-provisioner \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
     --kube-api-qps 200 --kube-api-burst 400
@@ -198,6 +224,7 @@ cmd_up() {
 
   wait_for "the default namespace" 60 kube-apiserver kubectl --kubeconfig "$kubeconfig" get namespace default
   add_nodes
+  add_storage_class
   wait_for "kwok nodes to be Ready" 60 kwok kubectl --kubeconfig "$kubeconfig" wait --for=condition=Ready nodes --all --timeout=1s
   wait_for "the default service account" 60 kube-controller-manager kubectl --kubeconfig "$kubeconfig" get serviceaccount default
   log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port"

@@ -1,22 +1,34 @@
 //! The objects a Database owns, as the operator wants them: a Deployment running the
-//! database container and a Service in front of it.
+//! database container and a Service in front of it (and, with an engine, the claim of
+//! [`super::volume`] and the Secret of [`super::credentials`]).
 //!
 //! These are the seed's `deploymentForDatabase`, plus what it left out: labels that say who
 //! manages the objects, resources from the size, a Service, and a controller ownerReference
 //! so that deleting the Database garbage-collects them.
+//!
+//! A generic Database (no engine) gets exactly the seed's contract: container `database`
+//! running the image as given, port 8080 `http`. A Database with an engine gets what the
+//! engine's official image needs ([`super::engine`]): its port named after it, its data
+//! directory on the claim, its credentials from the Secret, probes with its own tools, the
+//! "restricted" Pod Security level (its non-root uid, `fsGroup` for the volume, no
+//! capabilities, no privilege escalation, seccomp RuntimeDefault), and the `Recreate`
+//! strategy, so that two pods never share a ReadWriteOnce volume.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PodSpec, PodTemplateSpec, ResourceRequirements, Service, ServicePort, ServiceSpec,
+    Capabilities, Container, ContainerPort, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
+    PodTemplateSpec, ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube_core::{ObjectMeta, Resource};
 
-use super::Database;
+use super::engine::{self, Engine};
+use super::{Database, credentials, volume};
 
 /// The field manager of every write, and the `app.kubernetes.io/managed-by` label.
 pub const MANAGER: &str = "database-operator";
@@ -65,8 +77,72 @@ fn metadata(db: &Database) -> ObjectMeta {
     }
 }
 
-/// The Deployment `db` wants: one replica of its image, resources from its size.
+/// The name of the volume that holds the data, in the pod.
+pub const DATA_VOLUME: &str = "data";
+
+/// The engine of `db`, if it has one.
+pub fn engine_of(db: &Database) -> Option<&'static dyn Engine> {
+    db.spec.engine.map(engine::of)
+}
+
+/// The Deployment `db` wants: one replica of its image, resources from its size; for an
+/// engine, everything its image needs (see the module's documentation).
 pub fn deployment(db: &Database) -> Deployment {
+    let mut deployment = generic_deployment(db);
+    if let Some(engine) = engine_of(db) {
+        with_engine(&mut deployment, db, engine);
+    }
+    deployment
+}
+
+/// What a Deployment with an engine adds to the generic one.
+fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) {
+    let spec = deployment.spec.as_mut().expect("the generic Deployment has a spec");
+    spec.strategy = Some(DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None });
+    let pod = spec.template.spec.as_mut().expect("the generic Deployment has a pod spec");
+    let uid = engine.user_id();
+    pod.security_context = Some(PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(uid),
+        run_as_group: Some(uid),
+        fs_group: Some(uid),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }),
+        ..Default::default()
+    });
+    pod.volumes = Some(vec![Volume {
+        name: DATA_VOLUME.into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: volume::claim_name(db),
+            read_only: None,
+        }),
+        ..Default::default()
+    }]);
+    let container = &mut pod.containers[0];
+    container.ports = Some(vec![ContainerPort {
+        name: Some(engine.name().into()),
+        container_port: engine.port(),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }]);
+    container.env = Some(engine.env(&credentials::secret_name(db)));
+    container.args = engine.args();
+    container.volume_mounts = Some(vec![VolumeMount {
+        name: DATA_VOLUME.into(),
+        mount_path: engine.data_dir().into(),
+        ..Default::default()
+    }]);
+    container.readiness_probe = Some(engine::readiness_probe(engine));
+    container.liveness_probe = Some(engine::liveness_probe(engine));
+    container.security_context = Some(SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    });
+}
+
+/// The seed's Deployment: the image as given, port 8080 `http`, resources from the size.
+fn generic_deployment(db: &Database) -> Deployment {
     let size = db.spec.size.resources();
     let quantities = |cpu: &str, memory: &str| {
         BTreeMap::from([("cpu".to_string(), Quantity(cpu.into())), ("memory".to_string(), Quantity(memory.into()))])
@@ -104,16 +180,18 @@ pub fn deployment(db: &Database) -> Deployment {
     }
 }
 
-/// The Service `db` wants: port 8080 (`http`) in front of its pods.
+/// The Service `db` wants: port 8080 (`http`) in front of its pods, or the engine's port
+/// named after it.
 pub fn service(db: &Database) -> Service {
+    let (name, port) = engine_of(db).map_or(("http", PORT), |engine| (engine.name(), engine.port()));
     Service {
         metadata: metadata(db),
         spec: Some(ServiceSpec {
             selector: Some(selector(db)),
             ports: Some(vec![ServicePort {
-                name: Some("http".into()),
-                port: PORT,
-                target_port: Some(IntOrString::String("http".into())),
+                name: Some(name.into()),
+                port,
+                target_port: Some(IntOrString::String(name.into())),
                 protocol: Some("TCP".into()),
                 ..Default::default()
             }]),
@@ -135,7 +213,7 @@ mod tests {
     use crate::database::{DatabaseSpec, Size};
 
     pub(crate) fn database(size: Size) -> Database {
-        let mut db = Database::new("orders", DatabaseSpec { size, image: "postgres:17".into() });
+        let mut db = Database::new("orders", DatabaseSpec::new(size, "postgres:17"));
         db.metadata.namespace = Some("shop".into());
         db.metadata.uid = Some("uid-1".into());
         db
@@ -173,5 +251,47 @@ mod tests {
         foreign.metadata.owner_references = None;
         assert!(!is_controlled_by(&foreign, &db));
         assert!(is_controlled_by(&deployment(&db), &db));
+    }
+
+    #[test]
+    fn a_generic_database_gets_exactly_the_seeds_deployment() {
+        let deployment = serde_json::to_value(deployment(&database(Size::Small))).unwrap();
+        let pod = &deployment["spec"]["template"]["spec"];
+        assert_eq!(pod.as_object().unwrap().keys().collect::<Vec<_>>(), ["containers"]);
+        let container = pod["containers"][0].as_object().unwrap();
+        assert_eq!(container.keys().collect::<Vec<_>>(), ["image", "name", "ports", "resources"]);
+        assert!(deployment["spec"].get("strategy").is_none());
+    }
+
+    #[test]
+    fn a_database_with_an_engine_runs_restricted_with_its_volume_secret_probes_and_port() {
+        use crate::database::EngineKind;
+        let mut db = database(Size::Small);
+        db.spec.engine = Some(EngineKind::Postgres);
+        let deployment = deployment(&db);
+        let spec = deployment.spec.unwrap();
+        assert_eq!(spec.strategy.unwrap().type_.as_deref(), Some("Recreate"));
+        let pod = spec.template.spec.unwrap();
+        let context = pod.security_context.unwrap();
+        assert_eq!(
+            (context.run_as_user, context.fs_group, context.run_as_non_root),
+            (Some(999), Some(999), Some(true))
+        );
+        assert_eq!(context.seccomp_profile.unwrap().type_, "RuntimeDefault");
+        assert_eq!(pod.volumes.unwrap()[0].persistent_volume_claim.as_ref().unwrap().claim_name, "orders-data");
+        let container = &pod.containers[0];
+        assert_eq!(container.name, "database");
+        let port = &container.ports.as_ref().unwrap()[0];
+        assert_eq!((port.name.as_deref(), port.container_port), (Some("postgres"), 5432));
+        assert_eq!(container.volume_mounts.as_ref().unwrap()[0].mount_path, "/var/lib/postgresql/data");
+        let password = container.env.as_ref().unwrap().iter().find(|e| e.name == "POSTGRES_PASSWORD").unwrap();
+        let reference = password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
+        assert_eq!((reference.name.as_str(), reference.key.as_str()), ("orders-credentials", "password"));
+        assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
+        let security = container.security_context.as_ref().unwrap();
+        assert_eq!(security.allow_privilege_escalation, Some(false));
+        assert_eq!(security.capabilities.as_ref().unwrap().drop.as_deref(), Some(&["ALL".to_string()][..]));
+        let service = service(&db).spec.unwrap().ports.unwrap().remove(0);
+        assert_eq!((service.name.as_deref(), service.port), (Some("postgres"), 5432));
     }
 }

@@ -1,7 +1,9 @@
 //! The `Database` resource (example.com/v1) and its reconcile.
 //!
 //! - [`types`](DatabaseSpec): the CRD types, the single source of the CRD ([`crd`]).
-//! - [`children`]: the Deployment and Service a Database wants.
+//! - [`engine`]: what each engine's official image needs (port, data, env, probes, uid).
+//! - [`children`]: the Deployment and Service a Database wants; [`volume`] its claim,
+//!   [`credentials`] its Secret.
 //! - [`drift`]: whether a live child differs from the wanted one (write only then).
 //! - [`status`]: the status and conditions a Database should show.
 //! - [`view`]: the part of a Deployment or Service the operator caches.
@@ -9,12 +11,15 @@
 
 pub mod children;
 mod crd;
+pub mod credentials;
 pub mod drift;
+pub mod engine;
 mod reconcile;
 pub mod status;
 mod types;
 pub mod view;
+pub mod volume;
 
 pub use crd::*;
-pub use reconcile::{DatabaseReconciler, Error};
+pub use reconcile::{DatabaseReconciler, Error, LABEL_SELECTOR, Stores};
 pub use types::*;

@@ -13,6 +13,11 @@
 //!   Database changes: retrying the same spec cannot help, so there is no hot loop.
 //! - Deletion needs no code: the children carry a controller ownerReference and go with the
 //!   Database through garbage collection. A key whose Database is gone is done.
+//! - With an engine, two more children come first: the credentials Secret (created once,
+//!   never applied: see [`super::credentials`]) and the data claim ([`super::volume`]). Both
+//!   kinds are cached only when they carry the operator's label, so one missing from the cache
+//!   is created, never applied: a 409 then means a foreign object of that name, reported as
+//!   `ResourceExists` like a foreign Deployment.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -27,9 +32,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
+use super::engine::Engine;
 use super::status::{self, Blocker};
-use super::view::{DeploymentView, ServiceView};
-use super::{Database, children, drift};
+use super::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
+use super::{Database, children, credentials, drift, volume};
 use crate::controller::{Action, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::Store;
@@ -47,6 +53,9 @@ pub enum Error {
         #[source]
         source: kube_client::Error,
     },
+    /// The operating system's random generator failed while generating a password.
+    #[error("cannot generate a password: {0}")]
+    Random(String),
 }
 
 impl Error {
@@ -62,6 +71,24 @@ impl Error {
     }
 }
 
+/// The caches the reconcile reads.
+#[derive(Clone, Debug)]
+pub struct Stores {
+    /// Databases.
+    pub databases: Store<Database>,
+    /// Deployments (all of them, views).
+    pub deployments: Store<DeploymentView>,
+    /// Services (all of them, views).
+    pub services: Store<ServiceView>,
+    /// Claims carrying the operator's label ([`LABEL_SELECTOR`]).
+    pub claims: Store<PersistentVolumeClaimView>,
+    /// Secrets carrying the operator's label, metadata only.
+    pub secrets: Store<SecretView>,
+}
+
+/// The label selector of the kinds cached only as far as the operator made them.
+pub const LABEL_SELECTOR: &str = "app.kubernetes.io/managed-by=database-operator";
+
 /// The Database reconciler: caches to read from, a client to write with.
 #[derive(Clone)]
 pub struct DatabaseReconciler {
@@ -69,6 +96,8 @@ pub struct DatabaseReconciler {
     databases: Store<Database>,
     deployments: Store<DeploymentView>,
     services: Store<ServiceView>,
+    claims: Store<PersistentVolumeClaimView>,
+    secrets: Store<SecretView>,
     recorder: Recorder,
 }
 
@@ -80,14 +109,9 @@ impl Debug for DatabaseReconciler {
 
 impl DatabaseReconciler {
     /// A reconciler reading the given caches and writing through `client`.
-    pub fn new(
-        client: Client,
-        databases: Store<Database>,
-        deployments: Store<DeploymentView>,
-        services: Store<ServiceView>,
-        recorder: Recorder,
-    ) -> Self {
-        Self { client, databases, deployments, services, recorder }
+    pub fn new(client: Client, stores: Stores, recorder: Recorder) -> Self {
+        let Stores { databases, deployments, services, claims, secrets } = stores;
+        Self { client, databases, deployments, services, claims, secrets, recorder }
     }
 
     async fn reconcile_database(&self, db: &Database) -> Result<Action, Error> {
@@ -102,24 +126,23 @@ impl DatabaseReconciler {
             (_, Some(s)) if !children::is_controlled_by(s.as_ref(), db) => Some("Service"),
             _ => None,
         };
-        let (deployment, blocker) = match foreign {
-            Some(kind) => (None, Some(Blocker::NotOwned { kind, name })),
-            None => {
+        // With an engine, the Secret and the claim come before the pods that use them.
+        let prepared = match (foreign, children::engine_of(db)) {
+            (Some(kind), _) => Err(Blocker::NotOwned { kind, name: name.clone() }),
+            (None, Some(engine)) => self.prepare_engine(db, engine).await?,
+            (None, None) => Ok(()),
+        };
+        let (deployment, blocker) = match prepared {
+            Err(blocker) => (None, Some(blocker)),
+            Ok(()) => {
                 // The two children are independent: write them concurrently, one round trip.
                 let (deployment, service) = futures::try_join!(
                     self.ensure(db, children::deployment(db), live_deployment),
                     self.ensure(db, children::service(db), live_service),
                 )?;
-                let rejected = |kind, message: String| {
-                    let name = db.metadata.name.as_deref().unwrap_or_default();
-                    // The apiserver quotes the refused value ("Invalid value: \"<name>\""); the
-                    // object's name alone is quoted in every refusal ("deployments.apps \"x\"").
-                    let name_is_the_cause = message.contains(&format!("Invalid value: \"{name}\""));
-                    Blocker::Rejected { kind, message, name_is_the_cause }
-                };
                 match (deployment, service) {
-                    (Err(message), _) => (None, Some(rejected("Deployment", message))),
-                    (Ok(deployment), Err(message)) => (Some(deployment), Some(rejected("Service", message))),
+                    (Err(message), _) => (None, Some(rejected(db, "Deployment", message))),
+                    (Ok(deployment), Err(message)) => (Some(deployment), Some(rejected(db, "Service", message))),
                     (Ok(deployment), Ok(_)) => {
                         let failing = Blocker::from_deployment(&deployment);
                         (Some(deployment), failing)
@@ -149,6 +172,87 @@ impl DatabaseReconciler {
             info!(phase = ?status.phase, "wrote status");
         }
         Ok(Action::Done)
+    }
+
+    /// The Secret (generated ones only) and the claim of a Database with an engine. The inner
+    /// `Err` is what blocks the Database.
+    async fn prepare_engine(&self, db: &Database, engine: &dyn Engine) -> Result<Result<(), Blocker>, Error> {
+        let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
+        if credentials::generated(db) {
+            let name = credentials::secret_name(db);
+            match self.secrets.get(&format!("{namespace}/{name}")) {
+                Some(live) if children::is_controlled_by(live.as_ref(), db) => {}
+                Some(_) => return Ok(Err(Blocker::NotOwned { kind: "Secret", name })),
+                None => {
+                    let secret = credentials::new_secret(db, engine).map_err(|e| Error::Random(e.to_string()))?;
+                    if let Err(blocker) = self.create(db, &secret).await? {
+                        return Ok(Err(blocker));
+                    }
+                }
+            }
+        }
+        let key = format!("{namespace}/{}", volume::claim_name(db));
+        let live = self.claims.get(&key);
+        match &live {
+            Some(claim) if !volume::is_ours(claim, db) => {
+                return Ok(Err(Blocker::NotOwned { kind: "PersistentVolumeClaim", name: volume::claim_name(db) }));
+            }
+            Some(_) => {
+                if let Err(message) = self.ensure(db, volume::claim(db, live.as_deref()), live.clone()).await? {
+                    return Ok(Err(rejected(db, "PersistentVolumeClaim", message)));
+                }
+            }
+            None => {
+                if let Err(blocker) = self.create(db, &volume::claim(db, None)).await? {
+                    return Ok(Err(blocker));
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Creates a child that is absent from its (label-filtered) cache. A 409 means an object
+    /// of that name exists that the cache does not show: foreign, unless it is ours after all
+    /// (created a moment ago, not yet in the cache), which its metadata tells.
+    async fn create<T>(&self, db: &Database, child: &T) -> Result<Result<(), Blocker>, Error>
+    where
+        T: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let kind = T::kind(&());
+        let name = child.meta().name.clone().unwrap_or_default();
+        let api: Api<T> = Api::namespaced(self.client.clone(), child.meta().namespace.as_deref().unwrap_or_default());
+        match api
+            .create(
+                &kube_client::api::PostParams { field_manager: Some(children::MANAGER.into()), ..Default::default() },
+                child,
+            )
+            .await
+        {
+            Ok(_) => {
+                info!(child = %crate::informer::key_of(child), reason = "Created", "wrote {kind}");
+                self.recorder.publish(db, EventType::Normal, "Created", "Reconcile", &format!("created {kind} {name}"));
+                Ok(Ok(()))
+            }
+            Err(kube_client::Error::Api(status)) if status.is_already_exists() => {
+                let existing = api
+                    .get_metadata(&name)
+                    .await
+                    .map_err(|source| Error::Write { what: format!("{kind} {name}"), source })?;
+                if children::is_controlled_by(&existing, db) {
+                    Ok(Ok(()))
+                } else {
+                    Ok(Err(Blocker::NotOwned { kind: kind_name(&kind), name }))
+                }
+            }
+            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 || is_quota(&status) => {
+                Ok(Err(rejected(db, kind_name(&kind), status.message)))
+            }
+            Err(source) => Err(Error::Write { what: format!("{kind} {name}"), source }),
+        }
     }
 
     /// Brings one child, known to be ours or absent, to `desired`, writing only when the
@@ -188,9 +292,36 @@ impl DatabaseReconciler {
                 self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note);
                 Ok(Ok(Arc::new(written)))
             }
-            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 => Ok(Err(status.message)),
+            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 || is_quota(&status) => {
+                Ok(Err(status.message))
+            }
             Err(source) => Err(Error::Write { what: format!("{kind} {key}"), source }),
         }
+    }
+}
+
+/// The blocker for a child the apiserver refused.
+fn rejected(db: &Database, kind: &'static str, message: String) -> Blocker {
+    let name = db.metadata.name.as_deref().unwrap_or_default();
+    // The apiserver quotes the refused value ("Invalid value: \"<name>\""); the object's name
+    // alone is quoted in every refusal ("deployments.apps \"x\"").
+    let name_is_the_cause = message.contains(&format!("Invalid value: \"{name}\""));
+    Blocker::Rejected { kind, message, name_is_the_cause }
+}
+
+/// A refusal by a ResourceQuota: only the cluster's owner can change it, so it is reported
+/// like an invalid spec (a condition and a Warning with the quota's own words), not retried.
+fn is_quota(status: &kube_core::Status) -> bool {
+    status.code == 403 && status.message.contains("exceeded quota")
+}
+
+/// The kinds the reconcile writes, as `'static` names for a [`Blocker`].
+fn kind_name(kind: &str) -> &'static str {
+    match kind {
+        "Secret" => "Secret",
+        "PersistentVolumeClaim" => "PersistentVolumeClaim",
+        "Service" => "Service",
+        _ => "Deployment",
     }
 }
 

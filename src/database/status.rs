@@ -173,10 +173,13 @@ pub fn desired(
             observed_generation: generation,
         }
     };
+    let engine = crate::database::children::engine_of(db);
     DatabaseStatus {
         observed_generation: generation,
         ready_replicas: Some(ready_replicas),
         phase: Some(phase),
+        secret_name: engine.map(|_| crate::database::credentials::secret_name(db)),
+        endpoint: engine.map(|engine| crate::database::credentials::endpoint(db, engine)),
         conditions: vec![
             condition("Ready", ready),
             condition("Progressing", progressing),
@@ -207,7 +210,7 @@ mod tests {
     }
 
     fn database() -> Database {
-        let mut db = Database::new("orders", DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        let mut db = Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17"));
         db.metadata.generation = Some(3);
         db
     }

@@ -13,6 +13,10 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube_derive::CustomResource;
+
+pub use super::credentials::Credentials;
+pub use super::engine::EngineKind;
+pub use super::volume::{ReclaimPolicy, Storage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -62,12 +66,34 @@ use serde::{Deserialize, Serialize};
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
     ),
+    printcolumn(
+        name = "ENGINE",
+        type_ = "string",
+        json_path = ".spec.engine",
+        description = "The database engine: postgres, mysql, mariadb or redis; empty for a generic Database.",
+        priority = 1
+    ),
+    printcolumn(
+        name = "ENDPOINT",
+        type_ = "string",
+        json_path = ".status.endpoint",
+        description = "Where clients connect: host:port.",
+        priority = 1
+    ),
     // kube-derive defaults to the `kube` facade crate (`::kube::core`); this crate depends on
     // kube-core directly.
     crates(kube_core = "::kube_core")
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::crd::rewrap_descriptions)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.storage) || has(self.engine)",
+     "message": "spec.storage needs spec.engine: a generic Database has no volume"},
+    {"rule": "!has(self.credentials) || has(self.engine)",
+     "message": "spec.credentials needs spec.engine: a generic Database has no credentials"},
+    {"rule": "has(self.engine) == has(oldSelf.engine) && (!has(self.engine) || self.engine == oldSelf.engine)",
+     "message": "spec.engine cannot change once the Database exists: create a new Database for another engine"},
+]))]
 pub struct DatabaseSpec {
     /// Size class of the database; it sets the CPU and memory of the database container. One of:
     /// - small: requests 250m CPU and 256Mi memory, limits 500m CPU and 512Mi memory.
@@ -78,6 +104,42 @@ pub struct DatabaseSpec {
     /// Container image of the database server, for example "postgres:17". Must not be empty.
     #[schemars(length(min = 1))]
     pub image: String,
+
+    /// The database engine the image runs: postgres, mysql, mariadb or redis. With an engine
+    /// the operator gives the server what its official image needs: its port, a volume for
+    /// its data (spec.storage), credentials in a Secret (spec.credentials), probes and a
+    /// non-root security context. Without one the Database is generic: the image runs as
+    /// given, on port 8080. It cannot change once the Database exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineKind>,
+
+    /// The volume of the database's data (needs spec.engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Storage>,
+
+    /// Where the database's credentials are (needs spec.engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<Credentials>,
+}
+
+impl DatabaseSpec {
+    /// A generic Database's spec: `size` and `image`, no engine.
+    ///
+    /// ```
+    /// use database_operator::database::{DatabaseSpec, Size};
+    ///
+    /// let spec = DatabaseSpec::new(Size::Small, "postgres:17");
+    /// assert!(spec.engine.is_none());
+    /// ```
+    pub fn new(size: Size, image: &str) -> Self {
+        Self { size, image: image.to_string(), engine: None, storage: None, credentials: None }
+    }
+
+    /// This spec with `engine`.
+    pub fn with_engine(mut self, engine: EngineKind) -> Self {
+        self.engine = Some(engine);
+        self
+    }
 }
 
 /// The size class of a Database: small, medium or large. It sets the CPU and memory of the
@@ -180,6 +242,16 @@ pub struct DatabaseStatus {
     // description with the enum's. So the text a kubectl user reads lives on `Phase`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+
+    /// The Secret holding the credentials (Databases with an engine): the generated
+    /// "<name>-credentials", or spec.credentials.secretName.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+
+    /// Where clients connect, as host:port: the Service's name in the cluster and the engine's
+    /// port (Databases with an engine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 
     /// The latest observations of the Database's state, one per condition type (for example
     /// "Ready"), in the standard Kubernetes condition format.
@@ -374,8 +446,18 @@ mod tests {
                 ("READY", "integer", ".status.readyReplicas"),
                 ("PHASE", "string", ".status.phase"),
                 ("AGE", "date", ".metadata.creationTimestamp"),
+                ("ENGINE", "string", ".spec.engine"),
+                ("ENDPOINT", "string", ".status.endpoint"),
             ]
         );
+        // The engine and the endpoint show with `kubectl get db -o wide` only.
+        let priorities: Vec<i64> = version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["priority"].as_i64().unwrap_or(0))
+            .collect();
+        assert_eq!(priorities, [0, 0, 0, 0, 0, 1, 1]);
         assert_eq!(version["subresources"]["status"], json!({}));
     }
 
@@ -401,7 +483,7 @@ mod tests {
 
     #[test]
     fn database_round_trips_through_json_with_api_version_and_kind() {
-        let db = Database::new("db1", DatabaseSpec { size: Size::Medium, image: "postgres:17".into() });
+        let db = Database::new("db1", DatabaseSpec::new(Size::Medium, "postgres:17"));
         let value = serde_json::to_value(&db).unwrap();
         assert_eq!(value["apiVersion"], "example.com/v1");
         assert_eq!(value["kind"], "Database");

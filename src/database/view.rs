@@ -17,7 +17,9 @@
 use std::fmt;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{
+    EnvVar, PersistentVolumeClaim, PodSecurityContext, Probe, Secret, SecurityContext, Service, Volume, VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::{MapAccess, Visitor};
@@ -88,12 +90,23 @@ pub struct DeploymentSpecView {
     /// Wanted replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    /// How a new template replaces the pods (`Recreate` for a Database with a volume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<StrategyView>,
     /// The pod selector (`matchLabels` only: the operator sets no expressions).
     #[serde(default)]
     pub selector: SelectorView,
     /// The pod template.
     #[serde(default)]
     pub template: PodTemplateView,
+}
+
+/// A Deployment's strategy type (the operator sets no rolling-update parameters).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct StrategyView {
+    /// `Recreate` or `RollingUpdate`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
 }
 
 /// A label selector's `matchLabels`.
@@ -124,16 +137,26 @@ pub struct TemplateMetaView {
     pub labels: Option<SmallMap>,
 }
 
-/// A pod spec's containers.
+/// A pod spec: its containers, and for a Database with an engine its security context and
+/// volumes. The parts only engines set are boxed: a generic Database's view pays a pointer
+/// for each, not the whole structure.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSpecView {
     /// The containers.
     #[serde(default)]
     pub containers: Vec<ContainerView>,
+    /// The pod's security context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<Box<PodSecurityContext>>,
+    /// The pod's volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volumes: Option<Vec<Volume>>,
 }
 
 /// A container: what the operator sets.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContainerView {
     /// The container's name.
     pub name: String,
@@ -146,6 +169,24 @@ pub struct ContainerView {
     /// Its resource requests and limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesView>,
+    /// Its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<EnvVar>>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// Where its volumes are mounted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_mounts: Option<Vec<VolumeMount>>,
+    /// Its readiness probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<Box<Probe>>,
+    /// Its liveness probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<Box<Probe>>,
+    /// Its security context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<Box<SecurityContext>>,
 }
 
 /// A container port.
@@ -249,6 +290,76 @@ pub struct ServicePortView {
     pub protocol: Option<String>,
 }
 
+/// A PersistentVolumeClaim as the operator caches it: metadata, what the operator sets, and
+/// whether it is bound.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct PersistentVolumeClaimView {
+    /// The object's metadata, without annotations and managedFields.
+    #[serde(default, deserialize_with = "read_metadata")]
+    pub metadata: ObjectMeta,
+    /// What the operator sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<ClaimSpecView>,
+    /// Whether the claim is bound, and to how much.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ClaimStatusView>,
+}
+
+impl PersistentVolumeClaimView {
+    /// The storage the claim requests, as written (`"10Gi"`).
+    pub fn requested_storage(&self) -> Option<&str> {
+        self.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?.get("storage")
+    }
+
+    /// Sets the storage the claim requests.
+    pub fn set_requested_storage(&mut self, quantity: &str) {
+        let spec = self.spec.get_or_insert_with(Default::default);
+        let resources = spec.resources.get_or_insert_with(Default::default);
+        resources.requests = Some(SmallMap(vec![("storage".into(), quantity.into())]));
+    }
+
+    /// `Pending`, `Bound` or `Lost`.
+    pub fn phase(&self) -> Option<&str> {
+        self.status.as_ref()?.phase.as_deref()
+    }
+}
+
+/// `spec` of a [`PersistentVolumeClaimView`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimSpecView {
+    /// `ReadWriteOnce`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_modes: Option<Vec<String>>,
+    /// The storage requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesView>,
+    /// The StorageClass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// `status` of a [`PersistentVolumeClaimView`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct ClaimStatusView {
+    /// `Pending`, `Bound` or `Lost`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The size of the bound volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<SmallMap>,
+}
+
+/// A Secret as the operator caches it: its metadata, and never its data. The operator only
+/// needs to know that a Database's Secret exists and whose it is; a password it does not
+/// hold cannot leak from its memory, its logs or a heap dump.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct SecretView {
+    /// The object's metadata, without annotations and managedFields.
+    #[serde(default, deserialize_with = "read_metadata")]
+    pub metadata: ObjectMeta,
+}
+
 /// `metadata` as a view reads it: every field but `annotations` and `managedFields`, which
 /// the operator never reads on a child and serde then skips without building them. The
 /// managedFields of a Deployment that two managers write (this operator's apply, the
@@ -323,6 +434,8 @@ macro_rules! view_of {
 
 view_of!(DeploymentView, Deployment);
 view_of!(ServiceView, Service);
+view_of!(PersistentVolumeClaimView, PersistentVolumeClaim);
+view_of!(SecretView, Secret);
 
 #[cfg(test)]
 mod tests {
@@ -332,7 +445,7 @@ mod tests {
     use kube_core::Resource;
 
     fn database() -> Database {
-        let mut db = Database::new("orders", DatabaseSpec { size: Size::Large, image: "postgres:17".into() });
+        let mut db = Database::new("orders", DatabaseSpec::new(Size::Large, "postgres:17"));
         db.metadata.namespace = Some("shop".into());
         db.metadata.uid = Some("uid-1".into());
         db
@@ -346,16 +459,39 @@ mod tests {
 
     #[test]
     fn every_field_the_operator_sets_survives_the_view() {
-        let db = database();
-        let deployment = children::deployment(&db);
-        let service = children::service(&db);
-        let deployment_view: DeploymentView = through(&deployment);
-        let service_view: ServiceView = through(&service);
-        // Inclusion both ways: the view holds exactly what the operator sets.
-        assert!(!crate::database::drift::differs(&deployment, &deployment_view));
-        assert!(!crate::database::drift::differs(&deployment_view, &deployment));
-        assert!(!crate::database::drift::differs(&service, &service_view));
-        assert!(!crate::database::drift::differs(&service_view, &service));
+        use crate::database::EngineKind;
+        let engines = [
+            None,
+            Some(EngineKind::Postgres),
+            Some(EngineKind::Mysql),
+            Some(EngineKind::Mariadb),
+            Some(EngineKind::Redis),
+        ];
+        for engine in engines {
+            let mut db = database();
+            db.spec.engine = engine;
+            let deployment = children::deployment(&db);
+            let service = children::service(&db);
+            let claim = crate::database::volume::claim(&db, None);
+            let deployment_view: DeploymentView = through(&deployment);
+            let service_view: ServiceView = through(&service);
+            let claim_view: PersistentVolumeClaimView = through(&claim);
+            // Inclusion both ways: the view holds exactly what the operator sets.
+            use crate::database::drift::differs;
+            assert!(!differs(&deployment, &deployment_view) && !differs(&deployment_view, &deployment), "{engine:?}");
+            assert!(!differs(&service, &service_view) && !differs(&service_view, &service), "{engine:?}");
+            assert!(!differs(&claim, &claim_view) && !differs(&claim_view, &claim), "{engine:?}");
+        }
+    }
+
+    #[test]
+    fn a_secret_view_holds_no_data() {
+        let json = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "orders-credentials"},
+            "data": {"password": "czNjcmV0"}, "stringData": {"password": "s3cret"}});
+        let view: SecretView = serde_json::from_value(json).unwrap();
+        let back = serde_json::to_string(&view).unwrap();
+        assert!(!back.contains("czNjcmV0") && !back.contains("s3cret"), "{back}");
+        assert_eq!(view.metadata.name.as_deref(), Some("orders-credentials"));
     }
 
     #[test]
@@ -407,7 +543,7 @@ mod tests {
         let json = serde_json::json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "orders", "namespace": "shop"},
-            "spec": {"replicas": 1, "strategy": {"type": "RollingUpdate"}, "selector": {"matchLabels": {"a": "b"}},
+            "spec": {"replicas": 1, "revisionHistoryLimit": 10, "selector": {"matchLabels": {"a": "b"}},
                      "template": {"spec": {"dnsPolicy": "ClusterFirst", "containers": [
                         {"name": "database", "image": "postgres:17", "imagePullPolicy": "IfNotPresent"}]}}},
             "status": {"readyReplicas": 1, "conditions": [
@@ -417,7 +553,7 @@ mod tests {
         let back = serde_json::to_value(&view).unwrap();
         assert_eq!(back["spec"]["selector"]["matchLabels"]["a"], "b");
         assert_eq!(back["status"]["readyReplicas"], 1);
-        assert!(back["spec"].get("strategy").is_none());
+        assert!(back["spec"].get("revisionHistoryLimit").is_none());
         assert!(back["spec"]["template"]["spec"].get("dnsPolicy").is_none());
         assert!(back["status"]["conditions"][0].get("lastUpdateTime").is_none());
     }

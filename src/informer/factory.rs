@@ -80,6 +80,7 @@ struct Entry {
     informer: Arc<dyn Any + Send + Sync>,
     erased: Arc<dyn Erased>,
     started: bool,
+    label_selector: Option<String>,
 }
 
 impl fmt::Debug for Factory {
@@ -105,12 +106,47 @@ impl Factory {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
     {
+        self.informer_with(None)
+    }
+
+    /// The shared informer of `K` that caches only the objects matching `label_selector`
+    /// (e.g. `app.kubernetes.io/managed-by=database-operator`): what a controller keeps of a
+    /// kind whose objects are mostly not its own (Secrets, claims), so its memory grows with
+    /// its own objects, not with the cluster. An object that does not match is invisible: to
+    /// never overwrite one, create such children rather than apply them when absent.
+    ///
+    /// # Panics
+    ///
+    /// If the informer of `K` already exists with another selector: one kind, one cache.
+    pub fn informer_selected<K>(&self, label_selector: &str) -> Arc<Informer<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    {
+        self.informer_with(Some(label_selector))
+    }
+
+    fn informer_with<K>(&self, label_selector: Option<&str>) -> Arc<Informer<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    {
         let mut informers = self.informers.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = informers.entry(TypeId::of::<K>()).or_insert_with(|| {
             let list_watch = UrlListWatch::<K>::new(self.client.clone(), self.namespace.as_deref());
-            let informer = Arc::new(Informer::from_list_watch(list_watch, self.config.clone()));
-            Entry { informer: informer.clone(), erased: informer, started: false }
+            let config = Config { label_selector: label_selector.map(str::to_string), ..self.config.clone() };
+            let informer = Arc::new(Informer::from_list_watch(list_watch, config));
+            Entry {
+                informer: informer.clone(),
+                erased: informer,
+                started: false,
+                label_selector: label_selector.map(str::to_string),
+            }
         });
+        assert_eq!(
+            entry.label_selector.as_deref(),
+            label_selector,
+            "the informer of {} exists with another label selector",
+            std::any::type_name::<K>()
+        );
         entry.informer.clone().downcast::<Informer<K>>().expect("entries are keyed by the TypeId of their kind")
     }
 

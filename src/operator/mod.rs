@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::database::view::{DeploymentView, ServiceView};
+use crate::database::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
 use kube_client::Client;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -21,7 +21,7 @@ use tracing::info;
 
 use crate::client::{self, RequestMetrics};
 use crate::controller;
-use crate::database::{Database, DatabaseReconciler};
+use crate::database::{self, Database, DatabaseReconciler};
 use crate::events::Recorder;
 use crate::informer::{self, Factory, key_of};
 use crate::ops::leader::{self, Elector, Ended};
@@ -213,13 +213,25 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let databases = factory.informer::<Database>();
     let deployments = factory.informer::<DeploymentView>();
     let services = factory.informer::<ServiceView>();
+    // Claims and Secrets: only the operator's own (most of a cluster's are not), and the
+    // Secrets as metadata (the operator never holds a password it does not need).
+    let claims = factory.informer_selected::<PersistentVolumeClaimView>(database::LABEL_SELECTOR);
+    let secrets = factory.informer_selected::<SecretView>(database::LABEL_SELECTOR);
 
     let (recorder, events_task) = Recorder::new(client.clone(), "example.com/database-operator", &options.identity);
-    let reconciler =
-        DatabaseReconciler::new(client.clone(), databases.store(), deployments.store(), services.store(), recorder);
+    let stores = database::Stores {
+        databases: databases.store(),
+        deployments: deployments.store(),
+        services: services.store(),
+        claims: claims.store(),
+        secrets: secrets.store(),
+    };
+    let reconciler = DatabaseReconciler::new(client.clone(), stores, recorder);
     let controller = controller::Builder::new("database", databases.clone())
         .owns(deployments.clone())
         .owns(services.clone())
+        .owns(claims)
+        .owns(secrets)
         // A same-named object the Database does not own blocks it; when that object changes
         // or goes away, the Database must be looked at again.
         .watches(deployments, same_name_database(&databases))

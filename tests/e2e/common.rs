@@ -82,6 +82,24 @@ impl TestNamespace {
     }
 }
 
+impl TestNamespace {
+    /// A namespace like [`TestNamespace::create`]'s that enforces, warns and audits the
+    /// "restricted" Pod Security level.
+    pub(crate) async fn create_restricted(client: &Client, prefix: &str) -> Self {
+        let ns = Self::create(client, prefix).await;
+        let restricted = serde_json::json!({"metadata": {"labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/warn": "restricted",
+            "pod-security.kubernetes.io/audit": "restricted",
+        }}});
+        Api::<Namespace>::all(client.clone())
+            .patch(&ns.name, &PatchParams::default(), &Patch::Merge(&restricted))
+            .await
+            .expect("label the namespace restricted");
+        ns
+    }
+}
+
 impl Drop for TestNamespace {
     fn drop(&mut self) {
         // The namespace controller removes what is inside, without the test waiting for it.

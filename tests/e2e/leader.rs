@@ -106,7 +106,7 @@ async fn wait_for_holder(leases: &Api<Lease>, prefix: &str, timeout: Duration) -
 
 async fn create_and_wait_ready(client: &Client, namespace: &str, name: &str) {
     let databases: Api<Database> = Api::namespaced(client.clone(), namespace);
-    let db = Database::new(name, DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+    let db = Database::new(name, DatabaseSpec::new(Size::Small, "postgres:17"));
     databases.create(&PostParams::default(), &db).await.unwrap();
     wait_until(&format!("Database {name} to be Ready"), Duration::from_secs(60), || async {
         let status = databases.get(name).await.ok()?.status?;
@@ -215,7 +215,7 @@ async fn a_leader_draining_longer_than_its_lease_keeps_it_until_released_and_the
     let b = Replica::start("b", &ns.name, dir.path());
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     for i in 0..6 {
-        let db = Database::new(&format!("db-{i}"), DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        let db = Database::new(&format!("db-{i}"), DatabaseSpec::new(Size::Small, "postgres:17"));
         databases.create(&PostParams::default(), &db).await.unwrap();
     }
     // Once the leader wrote its first children, its bucket is empty and every write waits.
@@ -268,7 +268,7 @@ async fn a_leader_whose_client_throttle_is_saturated_keeps_renewing_its_lease() 
     wait_for_holder(&leases, "a", Duration::from_secs(30)).await;
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     for i in 0..8 {
-        let db = Database::new(&format!("db-{i}"), DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        let db = Database::new(&format!("db-{i}"), DatabaseSpec::new(Size::Small, "postgres:17"));
         databases.create(&PostParams::default(), &db).await.unwrap();
     }
     wait_until("the leader to write", Duration::from_secs(60), || async { (!a.writes().is_empty()).then_some(()) })

@@ -4,6 +4,7 @@
 
 mod apf;
 mod common;
+mod engines;
 mod leader;
 mod operator;
 mod plane;

@@ -62,7 +62,7 @@ async fn fixture(prefix: &str) -> Fixture {
 }
 
 fn database(name: &str, size: Size, image: &str) -> Database {
-    Database::new(name, DatabaseSpec { size, image: image.to_string() })
+    Database::new(name, DatabaseSpec::new(size, image))
 }
 
 impl Fixture {
@@ -486,7 +486,7 @@ async fn database_created_before_the_operator_starts_is_reconciled() {
     let f = fixture("prexisting").await;
     let db = Database {
         metadata: ObjectMeta { name: Some("early".into()), ..Default::default() },
-        spec: DatabaseSpec { size: Size::Small, image: "postgres:17".into() },
+        spec: DatabaseSpec::new(Size::Small, "postgres:17"),
         status: None,
     };
     f.create(&db).await;

@@ -67,7 +67,7 @@ async fn operator_works_with_the_least_privilege_role_and_never_logs_its_token()
         .spawn()
         .unwrap();
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
-    let db = Database::new("orders", DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+    let db = Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17"));
     databases.create(&PostParams::default(), &db).await.unwrap();
     wait_until("the Database to be Ready", Duration::from_secs(60), || async {
         let phase = databases.get("orders").await.ok()?.status?.phase?;

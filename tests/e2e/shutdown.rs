@@ -21,7 +21,7 @@ async fn sigterm_under_load_leaves_no_database_half_reconciled() {
     let ns = TestNamespace::create(&client, "shutdown").await;
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     for i in 0..COUNT {
-        let db = Database::new(&format!("db-{i}"), DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        let db = Database::new(&format!("db-{i}"), DatabaseSpec::new(Size::Small, "postgres:17"));
         databases.create(&PostParams::default(), &db).await.unwrap();
     }
 

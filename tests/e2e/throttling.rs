@@ -45,7 +45,7 @@ async fn the_operator_converges_while_priority_and_fairness_rejects_it_with_429(
 
     let databases: Api<Database> = Api::namespaced(admin.clone(), &ns.name);
     for i in 0..DATABASES {
-        let db = Database::new(&format!("db-{i}"), DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+        let db = Database::new(&format!("db-{i}"), DatabaseSpec::new(Size::Small, "postgres:17"));
         databases.create(&PostParams::default(), &db).await.expect("create a Database");
     }
     let cancel = CancellationToken::new();

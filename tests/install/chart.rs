@@ -56,7 +56,7 @@ async fn the_chart_installs_an_operator_that_converges_a_database_and_uninstalls
 
     let operator = RunningOperator::start(&client, &namespace.name, LEASE).await;
     let databases = TestNamespace::create(&client, "chart-db").await;
-    let db = Database::new("orders", DatabaseSpec { size: Size::Small, image: "postgres:17".into() });
+    let db = Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17"));
     Api::<Database>::namespaced(client.clone(), &databases.name).create(&PostParams::default(), &db).await.unwrap();
     wait_ready(&client, &databases.name, &["orders"]).await;
     operator.check_metrics(&databases.name, &format!("{RELEASE}-database-operator-metrics-reader")).await;

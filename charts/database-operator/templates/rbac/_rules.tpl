@@ -26,6 +26,16 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["list", "watch", "create", "patch"]
+# A Database with an engine: its data claim (cached when it carries the operator's label,
+# created when absent, then applied), and its credentials Secret (cached as metadata when it
+# carries the label, created once). `get` reads the metadata of a claim or Secret that a
+# create found already there, to tell a foreign one from our own.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["list", "watch", "create", "patch", "get"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["list", "watch", "create", "get"]
 # Events about Databases (events.k8s.io/v1): created, then patched to count repeats.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

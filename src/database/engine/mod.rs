@@ -1,0 +1,188 @@
+//! What each database engine's official image needs, in one place per engine: its port, where
+//! it keeps its data, the user it runs as, its environment (credentials from the Database's
+//! Secret), its probes and its connection URI.
+//!
+//! The reconcile and the children never branch on an engine's name: they ask the [`Engine`]
+//! of the Database ([`of`]). Adding an engine is one file and one line in [`of`].
+//!
+//! The images run as the non-root user their Dockerfiles create (uid 999 in all four), which
+//! the "restricted" Pod Security level requires; `fsGroup` makes the volume theirs.
+
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ExecAction, Probe, SecretKeySelector};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+mod mariadb;
+mod mysql;
+mod postgres;
+mod redis;
+
+/// The database engine of a Database's image. One of:
+/// - postgres: the official postgres image (port 5432).
+/// - mysql: the official mysql image (port 3306).
+/// - mariadb: the official mariadb image (port 3306).
+/// - redis: the official redis image (port 6379).
+///
+/// Without an engine the Database is generic: the image runs as given, on port 8080 (http),
+/// without a volume, credentials or probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// The official postgres image.
+    Postgres,
+    /// The official mysql image.
+    Mysql,
+    /// The official mariadb image.
+    Mariadb,
+    /// The official redis image.
+    Redis,
+}
+
+/// The keys of a credentials Secret. A Secret of your own (`spec.credentials.secretName`)
+/// needs `username` and `password`; the generated one has all of them.
+pub mod keys {
+    /// The user the application connects as.
+    pub const USERNAME: &str = "username";
+    /// Its password.
+    pub const PASSWORD: &str = "password";
+    /// The Service's DNS name in the cluster.
+    pub const HOST: &str = "host";
+    /// The engine's port.
+    pub const PORT: &str = "port";
+    /// The database (schema) the application uses, for SQL engines.
+    pub const DATABASE: &str = "database";
+    /// A connection URI in the engine's scheme.
+    pub const URI: &str = "uri";
+}
+
+/// What the operator knows of one engine's official image.
+pub trait Engine: Send + Sync {
+    /// The engine's name: `postgres`, `mysql`, ... (also its port's name).
+    fn name(&self) -> &'static str;
+    /// The port it serves.
+    fn port(&self) -> i32;
+    /// Where the image keeps its data: the volume is mounted there.
+    fn data_dir(&self) -> &'static str;
+    /// The non-root uid (and gid) the image's Dockerfile creates for the server.
+    fn user_id(&self) -> i64 {
+        999
+    }
+    /// The user the generated credentials name.
+    fn username(&self) -> &'static str {
+        "app"
+    }
+    /// The container's environment, with the credentials read from `secret`.
+    fn env(&self, secret: &str) -> Vec<EnvVar>;
+    /// The container's arguments, when the image's default command needs more.
+    fn args(&self) -> Option<Vec<String>> {
+        None
+    }
+    /// The command that tells whether the server accepts connections, with the engine's own
+    /// tool (readiness and liveness probes run it).
+    fn probe_command(&self) -> Vec<String>;
+    /// A connection URI in the engine's scheme.
+    fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String;
+}
+
+/// The [`Engine`] of `kind`.
+pub fn of(kind: EngineKind) -> &'static dyn Engine {
+    match kind {
+        EngineKind::Postgres => &postgres::Postgres,
+        EngineKind::Mysql => &mysql::Mysql,
+        EngineKind::Mariadb => &mariadb::Mariadb,
+        EngineKind::Redis => &redis::Redis,
+    }
+}
+
+/// `name` from the `key` of Secret `secret`.
+pub(crate) fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector { name: secret.into(), key: key.into(), optional: None }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `name` set to `value`.
+pub(crate) fn value(name: &str, value: &str) -> EnvVar {
+    EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() }
+}
+
+/// The readiness probe: every 10 s, unready after three failures.
+pub fn readiness_probe(engine: &dyn Engine) -> Probe {
+    Probe {
+        exec: Some(ExecAction { command: Some(engine.probe_command()) }),
+        period_seconds: Some(10),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
+/// The liveness probe: the same command, patient with a first start that initialises the data
+/// directory (a minute before the first check, restarted after two minutes of failures).
+pub fn liveness_probe(engine: &dyn Engine) -> Probe {
+    Probe {
+        exec: Some(ExecAction { command: Some(engine.probe_command()) }),
+        initial_delay_seconds: Some(60),
+        period_seconds: Some(20),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(6),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [EngineKind; 4] = [EngineKind::Postgres, EngineKind::Mysql, EngineKind::Mariadb, EngineKind::Redis];
+
+    #[test]
+    fn every_engine_names_its_port_after_itself_within_the_15_characters_of_a_port_name() {
+        for kind in ALL {
+            let engine = of(kind);
+            assert_eq!(serde_json::to_value(kind).unwrap(), engine.name());
+            assert!(engine.name().len() <= 15 && engine.port() > 0);
+        }
+    }
+
+    #[test]
+    fn every_engine_reads_its_password_from_the_secret_and_never_holds_it() {
+        for kind in ALL {
+            let env = of(kind).env("orders-credentials");
+            let password = env
+                .iter()
+                .filter_map(|v| v.value_from.as_ref()?.secret_key_ref.as_ref())
+                .find(|reference| reference.key == keys::PASSWORD);
+            assert_eq!(password.map(|r| r.name.as_str()), Some("orders-credentials"), "{kind:?}");
+            // Every literal value is a setting, never a credential.
+            for var in env.iter().filter(|v| v.value.is_some()) {
+                assert!(
+                    [
+                        "POSTGRES_DB",
+                        "PGDATA",
+                        "MYSQL_DATABASE",
+                        "MYSQL_RANDOM_ROOT_PASSWORD",
+                        "MARIADB_DATABASE",
+                        "MARIADB_RANDOM_ROOT_PASSWORD"
+                    ]
+                    .contains(&var.name.as_str()),
+                    "{kind:?}: {var:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn uris_are_in_each_engines_scheme() {
+        let uri = |kind| of(kind).uri(of(kind).username(), "s3cret", "orders.shop.svc", "app");
+        assert_eq!(uri(EngineKind::Postgres), "postgresql://app:s3cret@orders.shop.svc:5432/app");
+        assert_eq!(uri(EngineKind::Mysql), "mysql://app:s3cret@orders.shop.svc:3306/app");
+        assert_eq!(uri(EngineKind::Mariadb), "mariadb://app:s3cret@orders.shop.svc:3306/app");
+        assert_eq!(uri(EngineKind::Redis), "redis://default:s3cret@orders.shop.svc:6379/0");
+    }
+}

@@ -1,0 +1,53 @@
+//! The official redis image: port 6379, data in `/data`, uid 999.
+//!
+//! Redis reads no password from its environment: the server gets `--requirepass` with the
+//! password that Kubernetes substitutes from REDIS_PASSWORD (`$(REDIS_PASSWORD)`; the Pod spec
+//! holds only the reference), and append-only persistence so that the data survives a
+//! restart. The image's entrypoint runs `redis-server` with arguments that start with `--`.
+
+use k8s_openapi::api::core::v1::EnvVar;
+
+use super::{Engine, from_secret, keys};
+
+/// The redis engine.
+#[derive(Debug)]
+pub(super) struct Redis;
+
+impl Engine for Redis {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn port(&self) -> i32 {
+        6379
+    }
+
+    fn data_dir(&self) -> &'static str {
+        "/data"
+    }
+
+    /// Redis has users only since 6 and one by default: `default`.
+    fn username(&self) -> &'static str {
+        "default"
+    }
+
+    fn env(&self, secret: &str) -> Vec<EnvVar> {
+        vec![from_secret("REDIS_PASSWORD", secret, keys::PASSWORD)]
+    }
+
+    fn args(&self) -> Option<Vec<String>> {
+        Some(["--requirepass", "$(REDIS_PASSWORD)", "--appendonly", "yes", "--dir", "/data"].map(String::from).to_vec())
+    }
+
+    // redis-cli exits 0 on an error reply too: the probe looks for the PONG. The password
+    // comes from the environment, never from the probe's definition.
+    fn probe_command(&self) -> Vec<String> {
+        ["sh", "-c", r#"redis-cli -a "$REDIS_PASSWORD" --no-auth-warning ping | grep -q PONG"#]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn uri(&self, username: &str, password: &str, host: &str, _database: &str) -> String {
+        format!("redis://{username}:{password}@{host}:6379/0")
+    }
+}

@@ -1,0 +1,291 @@
+//! Databases with an engine on the real plane, in namespaces that enforce the "restricted" Pod
+//! Security level: the credentials Secret, the bound claim (kube-controller-manager's binder
+//! and host-path provisioner), the Deployment (port, env from the Secret, probes, security
+//! context, Recreate) and the Service; storage that grows and never shrinks, a retained claim
+//! taken back by a new Database, a Secret of one's own, and what the CRD refuses.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use database_operator::database::{
+    Credentials, Database, DatabaseSpec, EngineKind, Phase, ReclaimPolicy, Size, Storage,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
+use kube_client::Client;
+use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube_core::{ApiResource, DynamicObject, ObjectMeta};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{TestNamespace, client, install_crd, wait_until};
+
+const CONVERGE: Duration = Duration::from_secs(90);
+
+/// An operator in this process for one namespace, stopped when dropped.
+struct Operator(CancellationToken);
+
+impl Operator {
+    fn start(client: &Client, namespace: &str) -> Self {
+        let cancel = CancellationToken::new();
+        let options = database_operator::operator::Options::new(Some(namespace.to_string()), 2);
+        tokio::spawn(database_operator::operator::run(client.clone(), options, cancel.clone()));
+        Self(cancel)
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+struct Fixture {
+    client: Client,
+    ns: TestNamespace,
+    databases: Api<Database>,
+    _operator: Operator,
+}
+
+async fn fixture(prefix: &str) -> Fixture {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, prefix).await;
+    Fixture {
+        databases: Api::namespaced(client.clone(), &ns.name),
+        _operator: Operator::start(&client, &ns.name),
+        client,
+        ns,
+    }
+}
+
+impl Fixture {
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube_core::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    async fn ready(&self, name: &str) -> Database {
+        wait_until(&format!("Database {name} to be Ready"), CONVERGE, || async {
+            let db = self.databases.get(name).await.ok()?;
+            (db.status.as_ref()?.phase == Some(Phase::Ready)).then_some(db)
+        })
+        .await
+    }
+
+    async fn bound_claim(&self, name: &str) -> PersistentVolumeClaim {
+        let claims: Api<PersistentVolumeClaim> = self.api();
+        wait_until(&format!("claim {name} to be Bound"), CONVERGE, || async {
+            let claim = claims.get(name).await.ok()?;
+            (claim.status.as_ref()?.phase.as_deref() == Some("Bound")).then_some(claim)
+        })
+        .await
+    }
+}
+
+fn engine_database(name: &str, engine: EngineKind, image: &str) -> Database {
+    Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(engine))
+}
+
+/// The literal values of a Secret's data.
+fn decoded(secret: &Secret) -> BTreeMap<String, String> {
+    secret.data.iter().flatten().map(|(k, v)| (k.clone(), String::from_utf8(v.0.clone()).unwrap())).collect()
+}
+
+#[tokio::test]
+async fn each_engine_gets_its_secret_claim_port_probes_and_a_restricted_pod_and_becomes_ready() {
+    let f = fixture("engines").await;
+    let engines = [
+        (
+            EngineKind::Postgres,
+            "postgres:17",
+            "postgres",
+            5432,
+            "/var/lib/postgresql/data",
+            "pg_isready",
+            "postgresql://",
+        ),
+        (EngineKind::Mysql, "mysql:8.4", "mysql", 3306, "/var/lib/mysql", "mysqladmin", "mysql://"),
+        (EngineKind::Mariadb, "mariadb:11.4", "mariadb", 3306, "/var/lib/mysql", "healthcheck.sh", "mariadb://"),
+        (EngineKind::Redis, "redis:7.4", "redis", 6379, "/data", "sh", "redis://"),
+    ];
+    for (engine, image, name, ..) in engines {
+        f.databases.create(&PostParams::default(), &engine_database(name, engine, image)).await.unwrap();
+    }
+    for (_, image, name, port, data_dir, probe, scheme) in engines {
+        let db = f.ready(name).await;
+        let status = db.status.unwrap();
+        let host = format!("{name}.{}.svc", f.ns.name);
+        assert_eq!(status.secret_name.as_deref(), Some(format!("{name}-credentials").as_str()));
+        assert_eq!(status.endpoint, Some(format!("{host}:{port}")));
+
+        let secret = f.api::<Secret>().get(&format!("{name}-credentials")).await.unwrap();
+        let data = decoded(&secret);
+        let password = &data["password"];
+        assert_eq!(password.len(), 32, "{name}");
+        assert_eq!(data["host"], host);
+        assert_eq!(data["port"], port.to_string());
+        assert!(data["uri"].starts_with(scheme) && data["uri"].contains(password.as_str()), "{name}");
+        assert_eq!(secret.metadata.owner_references.unwrap()[0].name, name, "owned by its Database");
+
+        let claim = f.bound_claim(&format!("{name}-data")).await;
+        assert_eq!(claim.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0, "1Gi");
+        assert_eq!(claim.metadata.owner_references.unwrap()[0].name, name);
+
+        let deployment = f.api::<Deployment>().get(name).await.unwrap();
+        let spec = deployment.spec.unwrap();
+        assert_eq!(spec.strategy.unwrap().type_.as_deref(), Some("Recreate"), "{name}");
+        let pod = spec.template.spec.unwrap();
+        let context = pod.security_context.unwrap();
+        assert_eq!(
+            (context.run_as_user, context.fs_group, context.run_as_non_root),
+            (Some(999), Some(999), Some(true))
+        );
+        let container = &pod.containers[0];
+        assert_eq!((container.name.as_str(), container.image.as_deref()), ("database", Some(image)));
+        let container_port = &container.ports.as_ref().unwrap()[0];
+        assert_eq!((container_port.name.as_deref(), container_port.container_port), (Some(name), port));
+        assert_eq!(container.volume_mounts.as_ref().unwrap()[0].mount_path, data_dir);
+        let probe_command = container.readiness_probe.as_ref().unwrap().exec.as_ref().unwrap().command.clone().unwrap();
+        assert_eq!(probe_command[0], probe, "{name}");
+        assert!(container.liveness_probe.is_some());
+        let secret_refs: Vec<&str> = container
+            .env
+            .iter()
+            .flatten()
+            .filter_map(|e| Some(e.value_from.as_ref()?.secret_key_ref.as_ref()?.name.as_str()))
+            .collect();
+        assert!(!secret_refs.is_empty() && secret_refs.iter().all(|s| *s == format!("{name}-credentials")), "{name}");
+        assert!(container.env.iter().flatten().all(|e| e.value.as_deref() != Some(password.as_str())));
+
+        let service = f.api::<Service>().get(name).await.unwrap().spec.unwrap().ports.unwrap().remove(0);
+        assert_eq!((service.name.as_deref(), service.port), (Some(name), port));
+    }
+}
+
+#[tokio::test]
+async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new_database() {
+    let f = fixture("storage").await;
+    let mut db = engine_database("orders", EngineKind::Postgres, "postgres:17");
+    db.spec.storage = Some(Storage { reclaim_policy: Some(ReclaimPolicy::Retain), ..Default::default() });
+    f.databases.create(&PostParams::default(), &db).await.unwrap();
+    f.ready("orders").await;
+    let claim = f.bound_claim("orders-data").await;
+    assert_eq!(claim.metadata.owner_references.unwrap_or_default(), [], "a retained claim has no owner");
+
+    // Growing: the claim follows.
+    let grow = json!({"spec": {"storage": {"size": "3Gi"}}});
+    f.databases.patch("orders", &PatchParams::default(), &Patch::Merge(&grow)).await.unwrap();
+    let claims: Api<PersistentVolumeClaim> = f.api();
+    wait_until("the claim to request 3Gi", CONVERGE, || async {
+        let claim = claims.get("orders-data").await.ok()?;
+        (claim.spec?.resources?.requests?["storage"].0 == "3Gi").then_some(())
+    })
+    .await;
+    // Shrinking: refused at admission, naming the rule.
+    let shrink = json!({"spec": {"storage": {"size": "2Gi"}}});
+    let err = f.databases.patch("orders", &PatchParams::default(), &Patch::Merge(&shrink)).await.unwrap_err();
+    assert!(err.to_string().contains("spec.storage.size cannot shrink"), "{err}");
+
+    // Deleted, the Database leaves its retained claim; a new one of the same name takes it back.
+    f.databases.delete("orders", &DeleteParams::default()).await.unwrap();
+    wait_until("the Database to be gone", CONVERGE, || async {
+        f.databases.get_opt("orders").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let kept = claims.get("orders-data").await.expect("the retained claim outlives its Database");
+    f.databases.create(&PostParams::default(), &db).await.unwrap();
+    f.ready("orders").await;
+    let again = claims.get("orders-data").await.unwrap();
+    assert_eq!(again.metadata.uid, kept.metadata.uid, "the same claim, with its data");
+}
+
+#[tokio::test]
+async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
+    let f = fixture("own-secret").await;
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some("mine".into()), ..Default::default() },
+        string_data: Some(BTreeMap::from([
+            ("username".to_string(), "app".to_string()),
+            ("password".to_string(), "chosen-by-the-user".to_string()),
+        ])),
+        ..Default::default()
+    };
+    f.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
+    let mut db = engine_database("orders", EngineKind::Mysql, "mysql:8.4");
+    db.spec.credentials = Some(Credentials { secret_name: Some("mine".into()) });
+    f.databases.create(&PostParams::default(), &db).await.unwrap();
+    let db = f.ready("orders").await;
+    assert_eq!(db.status.unwrap().secret_name.as_deref(), Some("mine"));
+    assert!(f.api::<Secret>().get_opt("orders-credentials").await.unwrap().is_none(), "nothing generated");
+    let deployment = f.api::<Deployment>().get("orders").await.unwrap();
+    let env = deployment.spec.unwrap().template.spec.unwrap().containers.remove(0).env.unwrap();
+    let password = env.iter().find(|e| e.name == "MYSQL_PASSWORD").unwrap();
+    assert_eq!(password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap().name, "mine");
+}
+
+#[tokio::test]
+async fn a_foreign_claim_of_the_same_name_is_left_alone_and_reported() {
+    let f = fixture("foreign-claim").await;
+    let foreign = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "orders-data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}}});
+    let claims: Api<PersistentVolumeClaim> = f.api();
+    claims.create(&PostParams::default(), &serde_json::from_value(foreign).unwrap()).await.unwrap();
+    f.databases
+        .create(&PostParams::default(), &engine_database("orders", EngineKind::Redis, "redis:7.4"))
+        .await
+        .unwrap();
+    let db = wait_until("the Database to be Degraded", CONVERGE, || async {
+        let db = f.databases.get("orders").await.ok()?;
+        (db.status.as_ref()?.phase == Some(Phase::Degraded)).then_some(db)
+    })
+    .await;
+    let degraded = db.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert_eq!(degraded.reason, "ResourceExists");
+    assert!(degraded.message.contains("PersistentVolumeClaim \"orders-data\""), "{}", degraded.message);
+    let claim = claims.get("orders-data").await.unwrap();
+    assert_eq!(claim.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0, "5Gi", "untouched");
+    assert!(claim.metadata.owner_references.is_none(), "not adopted");
+    assert!(f.api::<Deployment>().get_opt("orders").await.unwrap().is_none(), "no pod uses a claim that is not ours");
+}
+
+#[tokio::test]
+async fn the_crd_refuses_what_an_engine_database_cannot_be() {
+    let f = fixture("engine-rules").await;
+    // Untyped, so that values the Rust types cannot hold reach the apiserver.
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(f.client.clone(), &f.ns.name, &ApiResource::erase::<Database>(&()));
+    let create = |body: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            let body: DynamicObject = serde_json::from_value(body).unwrap();
+            api.create(&PostParams::default(), &body).await
+        }
+    };
+    let base = |spec: serde_json::Value| json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "bad"}, "spec": spec});
+    for (spec, rule) in [
+        (json!({"size": "small", "image": "x", "engine": "oracle"}), "spec.engine"),
+        (json!({"size": "small", "image": "x", "storage": {"size": "1Gi"}}), "spec.storage needs spec.engine"),
+        (
+            json!({"size": "small", "image": "x", "credentials": {"secretName": "s"}}),
+            "spec.credentials needs spec.engine",
+        ),
+        (
+            json!({"size": "small", "image": "x", "engine": "redis", "storage": {"size": "lots"}}),
+            "must be a positive quantity",
+        ),
+        (
+            json!({"size": "small", "image": "x", "engine": "redis", "storage": {"reclaimPolicy": "Keep"}}),
+            "spec.storage.reclaimPolicy",
+        ),
+    ] {
+        let err = create(base(spec.clone())).await.expect_err("refused");
+        assert!(err.to_string().contains(rule), "{spec}: {err}");
+    }
+    create(base(json!({"size": "small", "image": "postgres:17", "engine": "postgres"}))).await.unwrap();
+    let change = json!({"spec": {"engine": "mysql"}});
+    let err = f.databases.patch("bad", &PatchParams::default(), &Patch::Merge(&change)).await.unwrap_err();
+    assert!(err.to_string().contains("spec.engine cannot change"), "{err}");
+}
