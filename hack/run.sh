@@ -37,10 +37,10 @@ kubectl=(kubectl ${context:+--context "$context"})
 
 log "building the operator"
 cargo build --bin database-operator
-log "installing the CRD and the sample Database (manifests/samples/example.com_v1_database_small.yaml)"
+log "installing the CRD and the sample Database (manifests/samples/example.com_v1_database_postgres.yaml)"
 "${kubectl[@]}" apply --server-side -k manifests/crd/
 "${kubectl[@]}" wait --for=condition=Established crd/databases.example.com --timeout=60s >/dev/null
-"${kubectl[@]}" apply --server-side -f manifests/samples/example.com_v1_database_small.yaml
+"${kubectl[@]}" apply --server-side -f manifests/samples/example.com_v1_database_postgres.yaml
 log "running the operator; in another shell: export KUBECONFIG=$KUBECONFIG; kubectl get db -w"
 # Local: plain-HTTP metrics on loopback (no ServiceAccount tokens to authenticate scrapes with).
 exec target/debug/database-operator run --metrics-bind-address 127.0.0.1:8080 --metrics-secure=false \

@@ -289,3 +289,60 @@ async fn the_crd_refuses_what_an_engine_database_cannot_be() {
     let err = f.databases.patch("bad", &PatchParams::default(), &Patch::Merge(&change)).await.unwrap_err();
     assert!(err.to_string().contains("spec.engine cannot change"), "{err}");
 }
+
+/// No password in the operator's log (at its most verbose level, where request traces are),
+/// in Events, in a Database's status, or in /metrics: plain or base64-encoded.
+#[tokio::test]
+async fn a_password_never_appears_in_logs_events_status_or_metrics() {
+    use base64::Engine as _;
+    use std::process::{Command, Stdio};
+
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "no-leak").await;
+    let dir = std::env::temp_dir().join(format!("database-operator-no-leak-{:08x}", rand::random::<u32>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("operator.log");
+    let metrics = crate::common::free_address();
+    let mut operator = Command::new(env!("CARGO_BIN_EXE_database-operator"))
+        .args(["run", "--namespace", &ns.name, "--log-level", "trace", "--log-format", "json"])
+        .args(["--metrics-bind-address", &metrics.to_string(), "--metrics-secure=false"])
+        .args(["--health-probe-bind-address", "0"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    for (name, engine, image) in
+        [("orders", EngineKind::Postgres, "postgres:17"), ("sessions", EngineKind::Redis, "redis:7.4")]
+    {
+        databases.create(&PostParams::default(), &engine_database(name, engine, image)).await.unwrap();
+    }
+    for name in ["orders", "sessions"] {
+        wait_until(&format!("{name} to be Ready"), CONVERGE, || async {
+            (databases.get(name).await.ok()?.status?.phase? == Phase::Ready).then_some(())
+        })
+        .await;
+    }
+    let (_, scrape) = crate::common::http_get(metrics, "/metrics").await.expect("a scrape");
+    let _ = Command::new("kill").args(["-TERM", &operator.id().to_string()]).status();
+    let _ = operator.wait();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns.name);
+    let events = serde_json::to_string(&events.list(&Default::default()).await.unwrap().items).unwrap();
+    let statuses = serde_json::to_string(&databases.list(&Default::default()).await.unwrap().items).unwrap();
+    let output = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(output.lines().count() > 50, "trace logging produced little");
+    assert!(output.contains("wrote Secret"), "the log covers the Secrets' creation");
+    for name in ["orders-credentials", "sessions-credentials"] {
+        let password = decoded(&secrets.get(name).await.unwrap())["password"].clone();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&password);
+        for (place, text) in
+            [("the log", &output), ("the Events", &events), ("the statuses", &statuses), ("/metrics", &scrape)]
+        {
+            assert!(!text.contains(&password) && !text.contains(&encoded), "the password of {name} is in {place}");
+        }
+    }
+}

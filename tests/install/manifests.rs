@@ -45,7 +45,7 @@ async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_conve
         None,
     );
     assert!(!warnings.contains("Warning"), "{warnings}");
-    wait_ready(&client, &samples.name, &["database-small", "database-medium", "database-large"]).await;
+    wait_ready(&client, &samples.name, &["orders", "inventory", "customers", "sessions", "web"]).await;
 
     operator.check_metrics(&samples.name, "database-operator-metrics-reader").await;
     operator.stop(LEASE).await;
@@ -65,5 +65,5 @@ async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_conve
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     assert!(crds.get_opt("databases.example.com").await.unwrap().is_some(), "the CRD stays");
     let databases: Api<Database> = Api::namespaced(client, &samples.name);
-    assert_eq!(databases.list(&Default::default()).await.unwrap().items.len(), 3, "and so do the Databases");
+    assert_eq!(databases.list(&Default::default()).await.unwrap().items.len(), 5, "and so do the Databases");
 }

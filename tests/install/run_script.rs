@@ -29,7 +29,7 @@ async fn the_run_command_uses_the_given_kubeconfig_and_context_for_kubectl_and_t
         .spawn()
         .unwrap();
 
-    wait_ready(&client, "default", &["database-small"]).await;
+    wait_ready(&client, "default", &["orders"]).await;
     let health = "127.0.0.1:8081".parse().unwrap();
     assert_eq!(http_get(health, "/readyz").await.map(|r| r.0), Some(200));
     let pid = child.id().to_string();
@@ -46,6 +46,6 @@ async fn the_run_command_uses_the_given_kubeconfig_and_context_for_kubectl_and_t
     assert!(status.success(), "{output}");
     assert!(output.contains(&format!("using the kubeconfig {kubeconfig}, context {}", context.trim())), "{output}");
     assert!(output.contains("workers=2"), "the last of a repeated flag wins: {output}");
-    let _ = Api::<Database>::namespaced(client, "default").delete("database-small", &DeleteParams::default()).await;
+    let _ = Api::<Database>::namespaced(client, "default").delete("orders", &DeleteParams::default()).await;
     let _ = std::fs::remove_file(log);
 }
