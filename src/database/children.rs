@@ -88,7 +88,13 @@ pub fn engine_of(db: &Database) -> Option<&'static dyn Engine> {
 /// The Deployment `db` wants: one replica of its image, resources from its size; for an
 /// engine, everything its image needs (see the module's documentation).
 pub fn deployment(db: &Database) -> Deployment {
-    let mut deployment = generic_deployment(db);
+    deployment_running(db, &db.spec.image)
+}
+
+/// [`deployment`], running `image` (which the upgrade plan decides: `spec.image`, or the
+/// image that was Ready before a refused or rolled-back upgrade).
+pub fn deployment_running(db: &Database, image: &str) -> Deployment {
+    let mut deployment = generic_deployment(db, image);
     if let Some(engine) = engine_of(db) {
         with_engine(&mut deployment, db, engine);
     }
@@ -142,7 +148,7 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
 }
 
 /// The seed's Deployment: the image as given, port 8080 `http`, resources from the size.
-fn generic_deployment(db: &Database) -> Deployment {
+fn generic_deployment(db: &Database, image: &str) -> Deployment {
     let size = db.spec.size.resources();
     let quantities = |cpu: &str, memory: &str| {
         BTreeMap::from([("cpu".to_string(), Quantity(cpu.into())), ("memory".to_string(), Quantity(memory.into()))])
@@ -157,7 +163,7 @@ fn generic_deployment(db: &Database) -> Deployment {
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: CONTAINER_NAME.into(),
-                        image: Some(db.spec.image.clone()),
+                        image: Some(image.to_string()),
                         ports: Some(vec![ContainerPort {
                             name: Some("http".into()),
                             container_port: PORT,

@@ -17,6 +17,7 @@ pub mod engine;
 mod reconcile;
 pub mod status;
 mod types;
+pub mod upgrade;
 pub mod view;
 pub mod volume;
 

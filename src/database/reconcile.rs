@@ -35,7 +35,7 @@ use tracing::{debug, info};
 use super::engine::Engine;
 use super::status::{self, Blocker};
 use super::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
-use super::{Database, children, credentials, drift, volume};
+use super::{Database, children, credentials, drift, upgrade, volume};
 use crate::controller::{Action, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::Store;
@@ -126,6 +126,9 @@ impl DatabaseReconciler {
             (_, Some(s)) if !children::is_controlled_by(s.as_ref(), db) => Some("Service"),
             _ => None,
         };
+        // Which image runs: spec.image, unless an upgrade to it was refused or rolled back.
+        let now = Time(Timestamp::now());
+        let plan = upgrade::plan(db, children::engine_of(db), live_deployment.as_deref(), &now);
         // With an engine, the Secret and the claim come before the pods that use them.
         let prepared = match (foreign, children::engine_of(db)) {
             (Some(kind), _) => Err(Blocker::NotOwned { kind, name: name.clone() }),
@@ -137,7 +140,7 @@ impl DatabaseReconciler {
             Ok(()) => {
                 // The two children are independent: write them concurrently, one round trip.
                 let (deployment, service) = futures::try_join!(
-                    self.ensure(db, children::deployment(db), live_deployment),
+                    self.ensure(db, children::deployment_running(db, &plan.image), live_deployment),
                     self.ensure(db, children::service(db), live_service),
                 )?;
                 match (deployment, service) {
@@ -153,8 +156,7 @@ impl DatabaseReconciler {
         if let Some(blocker) = &blocker {
             self.recorder.publish(db, EventType::Warning, blocker.reason(), "Reconcile", &blocker.message());
         }
-        let now = Time(Timestamp::now());
-        let status = status::desired(db, deployment.as_deref(), blocker.as_ref(), &now);
+        let status = status::desired(db, deployment.as_deref(), blocker.as_ref(), &plan, &now);
         if db.status.as_ref() != Some(&status) {
             let api: Api<Database> =
                 Api::namespaced(self.client.clone(), db.metadata.namespace.as_deref().unwrap_or_default());
@@ -171,7 +173,8 @@ impl DatabaseReconciler {
                 })?;
             info!(phase = ?status.phase, "wrote status");
         }
-        Ok(Action::Done)
+        // An upgrade in progress is looked at again at its deadline, even if nothing changes.
+        Ok(plan.recheck_after.map_or(Action::Done, Action::RequeueAfter))
     }
 
     /// The Secret (generated ones only) and the claim of a Database with an engine. The inner

@@ -7,11 +7,13 @@
 //! |---------------|------------------------------------------------------------------------|
 //! | `Ready`       | the Deployment has rolled out the current spec and a replica is ready  |
 //! | `Progressing` | the operator is still bringing the children to the current spec        |
-//! | `Degraded`    | a child cannot be realised, or the database was ready and is not now  |
+//! | `Degraded`    | a child cannot be realised, the database was ready and is not now, or |
+//! |               | an upgrade failed or was refused (see [`super::upgrade`])               |
 //!
 //! `lastTransitionTime` changes only when a condition's status changes, so recomputing an
 //! unchanged state yields an equal status and the operator writes nothing.
 
+use super::upgrade::{Plan, UpgradeState, runs_ready};
 use super::view::DeploymentView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -101,12 +103,13 @@ impl Blocker {
     }
 }
 
-/// The status `db` should have, given its Deployment as last seen (if any) and what blocked
-/// the reconcile (if anything). `now` stamps conditions whose status changed.
+/// The status `db` should have, given its Deployment as last seen (if any), what blocked the
+/// reconcile (if anything) and the image plan. `now` stamps conditions whose status changed.
 pub fn desired(
     db: &Database,
     deployment: Option<&DeploymentView>,
     blocker: Option<&Blocker>,
+    plan: &Plan,
     now: &Time,
 ) -> DatabaseStatus {
     let generation = db.metadata.generation;
@@ -121,17 +124,63 @@ pub fn desired(
     });
 
     let progressing_now = (true, "Reconciling", "the Deployment is rolling out the current spec".to_string());
-    let (phase, ready, progressing, degraded) = match blocker {
-        Some(blocker) => (
+    let upgrade = plan.upgrade.as_ref();
+    let ready_now = (true, "DeploymentReady", format!("{ready_replicas} replica(s) ready"));
+    let not_ready_now = (false, "DeploymentNotReady", "no replica of the Deployment is ready".to_string());
+    let (phase, ready, progressing, degraded) = match (blocker, upgrade) {
+        (Some(blocker), _) => (
             Phase::Degraded,
             (false, blocker.reason(), blocker.message()),
             (false, blocker.reason(), "the operator cannot proceed until the problem is fixed".to_string()),
             (true, blocker.reason(), blocker.message()),
         ),
+        // An upgrade that failed or was refused: the database may well serve (the old image,
+        // or the new one that is not Ready), but the spec is not what runs.
+        (None, Some(upgrade)) if upgrade.state != UpgradeState::Upgrading => {
+            let (reason, message) = match upgrade.state {
+                UpgradeState::Refused => (
+                    "MajorVersionUpgrade",
+                    format!(
+                        "{} to {} changes the engine's major version, which cannot read the old data directory: it \
+                         was not rolled, and {} still runs. Take a DatabaseBackup and restore it into a new \
+                         Database (spec.restoreFrom), or set spec.upgrade.allowMajor if the image migrates its data",
+                        upgrade.from, upgrade.to, upgrade.from
+                    ),
+                ),
+                UpgradeState::RolledBack => (
+                    "UpgradeFailed",
+                    format!(
+                        "{} did not become ready within spec.upgrade.timeout; rolled back to {} (spec.upgrade.policy \
+                         Rollback). Change spec.image to try again",
+                        upgrade.to, upgrade.from
+                    ),
+                ),
+                _ => (
+                    "UpgradeFailed",
+                    format!(
+                        "{} did not become ready within spec.upgrade.timeout; the Deployment keeps it (spec.upgrade.policy \
+                         Rollback would go back to {})",
+                        upgrade.to, upgrade.from
+                    ),
+                ),
+            };
+            let ready = if ready_replicas > 0 { ready_now.clone() } else { not_ready_now.clone() };
+            (Phase::Degraded, ready, (false, reason, message.clone()), (true, reason, message))
+        }
+        (None, Some(upgrade)) => (
+            if ready_replicas > 0 { Phase::Ready } else { Phase::Pending },
+            if ready_replicas > 0 { ready_now.clone() } else { not_ready_now.clone() },
+            (
+                true,
+                "Upgrading",
+                format!("upgrading from {} to {}: waiting for the new pod to become ready", upgrade.from, upgrade.to),
+            ),
+            (false, "AsExpected", "the upgrade is in progress".to_string()),
+        ),
         // Once ready, a rollout that keeps a replica ready (a new image, a new size) stays Ready.
-        None if ready_replicas > 0 && (rolled_out || was_ready) => (
+        (None, None) if ready_replicas > 0 && (rolled_out || was_ready) => (
             Phase::Ready,
-            (true, "DeploymentReady", format!("{ready_replicas} replica(s) ready")),
+            ready_now.clone(),
             if rolled_out {
                 (false, "ReconcileComplete", "the Deployment and Service match the spec".to_string())
             } else {
@@ -139,13 +188,13 @@ pub fn desired(
             },
             (false, "AsExpected", "the database is running as expected".to_string()),
         ),
-        None if was_ready => (
+        (None, None) if was_ready => (
             Phase::Degraded,
             (false, "NoReadyReplicas", "the database was ready and has no ready replica now".to_string()),
             progressing_now,
             (true, "NoReadyReplicas", "the database was ready and has no ready replica now".to_string()),
         ),
-        None => (
+        (None, None) => (
             Phase::Pending,
             (
                 false,
@@ -179,6 +228,12 @@ pub fn desired(
         ready_replicas: Some(ready_replicas),
         phase: Some(phase),
         secret_name: engine.map(|_| crate::database::credentials::secret_name(db)),
+        current_image: if deployment.is_some_and(|d| runs_ready(d, &plan.image)) {
+            Some(plan.image.clone())
+        } else {
+            previous.and_then(|s| s.current_image.clone())
+        },
+        upgrade: plan.upgrade.clone(),
         endpoint: engine.map(|engine| crate::database::credentials::endpoint(db, engine)),
         conditions: vec![
             condition("Ready", ready),
@@ -201,6 +256,11 @@ fn rolled_out(deployment: &DeploymentView) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plan of a Database whose image is not changing.
+    fn steady() -> Plan {
+        Plan { image: "postgres:17".into(), upgrade: None, recheck_after: None }
+    }
     use crate::database::view::{DeploymentConditionView, DeploymentStatusView};
     use crate::database::{DatabaseSpec, Size};
     use k8s_openapi::jiff::Timestamp;
@@ -235,7 +295,7 @@ mod tests {
 
     #[test]
     fn database_without_a_ready_replica_is_pending_and_progressing() {
-        let status = desired(&database(), Some(&deployment(0)), None, &time(10));
+        let status = desired(&database(), Some(&deployment(0)), None, &steady(), &time(10));
         assert_eq!(status.phase, Some(Phase::Pending));
         assert_eq!(status.observed_generation, Some(3));
         assert_eq!(condition(&status, "Ready").status, "False");
@@ -244,7 +304,7 @@ mod tests {
 
     #[test]
     fn rolled_out_deployment_with_a_ready_replica_makes_the_database_ready() {
-        let status = desired(&database(), Some(&deployment(1)), None, &time(10));
+        let status = desired(&database(), Some(&deployment(1)), None, &steady(), &time(10));
         assert_eq!(status.phase, Some(Phase::Ready));
         assert_eq!(status.ready_replicas, Some(1));
         assert_eq!(condition(&status, "Ready").reason, "DeploymentReady");
@@ -253,8 +313,8 @@ mod tests {
     #[test]
     fn ready_database_that_loses_its_replica_is_degraded() {
         let mut db = database();
-        db.status = Some(desired(&db, Some(&deployment(1)), None, &time(10)));
-        let status = desired(&db, Some(&deployment(0)), None, &time(20));
+        db.status = Some(desired(&db, Some(&deployment(1)), None, &steady(), &time(10)));
+        let status = desired(&db, Some(&deployment(0)), None, &steady(), &time(20));
         assert_eq!(status.phase, Some(Phase::Degraded));
         assert_eq!(condition(&status, "Degraded").status, "True");
     }
@@ -262,7 +322,7 @@ mod tests {
     #[test]
     fn foreign_child_blocks_with_resource_exists() {
         let blocker = Blocker::NotOwned { kind: "Deployment", name: "orders".into() };
-        let status = desired(&database(), None, Some(&blocker), &time(10));
+        let status = desired(&database(), None, Some(&blocker), &steady(), &time(10));
         assert_eq!(status.phase, Some(Phase::Degraded));
         let degraded = condition(&status, "Degraded");
         assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "ResourceExists"));
@@ -279,7 +339,7 @@ mod tests {
             message: Some("pods \"orders-1\" is forbidden: exceeded quota".into()),
         }]);
         let blocker = Blocker::from_deployment(&failing).expect("a failing Deployment blocks");
-        let status = desired(&database(), Some(&failing), Some(&blocker), &time(10));
+        let status = desired(&database(), Some(&failing), Some(&blocker), &steady(), &time(10));
         assert_eq!(status.phase, Some(Phase::Degraded));
         let degraded = condition(&status, "Degraded");
         assert_eq!(degraded.reason, "FailedCreate");
@@ -290,17 +350,17 @@ mod tests {
     #[test]
     fn unchanged_state_keeps_transition_times_so_the_status_is_equal() {
         let mut db = database();
-        let first = desired(&db, Some(&deployment(1)), None, &time(10));
+        let first = desired(&db, Some(&deployment(1)), None, &steady(), &time(10));
         db.status = Some(first.clone());
-        let again = desired(&db, Some(&deployment(1)), None, &time(99));
+        let again = desired(&db, Some(&deployment(1)), None, &steady(), &time(99));
         assert_eq!(first, again);
     }
 
     #[test]
     fn a_condition_that_flips_gets_a_new_transition_time() {
         let mut db = database();
-        db.status = Some(desired(&db, Some(&deployment(0)), None, &time(10)));
-        let status = desired(&db, Some(&deployment(1)), None, &time(20));
+        db.status = Some(desired(&db, Some(&deployment(0)), None, &steady(), &time(10)));
+        let status = desired(&db, Some(&deployment(1)), None, &steady(), &time(20));
         assert_eq!(condition(&status, "Ready").last_transition_time, time(20));
     }
 

@@ -16,6 +16,7 @@ use kube_derive::CustomResource;
 
 pub use super::credentials::Credentials;
 pub use super::engine::EngineKind;
+pub use super::upgrade::{UpgradePolicy, UpgradeSpec, UpgradeState, UpgradeStatus};
 pub use super::volume::{ReclaimPolicy, Storage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -120,6 +121,11 @@ pub struct DatabaseSpec {
     /// Where the database's credentials are (needs spec.engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<Credentials>,
+
+    /// How a change of spec.image is rolled out: a timeout, what a failed upgrade does, and
+    /// whether a new major version of the engine may be rolled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeSpec>,
 }
 
 impl DatabaseSpec {
@@ -132,7 +138,7 @@ impl DatabaseSpec {
     /// assert!(spec.engine.is_none());
     /// ```
     pub fn new(size: Size, image: &str) -> Self {
-        Self { size, image: image.to_string(), engine: None, storage: None, credentials: None }
+        Self { size, image: image.to_string(), engine: None, storage: None, credentials: None, upgrade: None }
     }
 
     /// This spec with `engine`.
@@ -252,6 +258,14 @@ pub struct DatabaseStatus {
     /// port (Databases with an engine).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+
+    /// The image that last became Ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_image: Option<String>,
+
+    /// The upgrade from currentImage to spec.image, while they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeStatus>,
 
     /// The latest observations of the Database's state, one per condition type (for example
     /// "Ready"), in the standard Kubernetes condition format.

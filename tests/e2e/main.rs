@@ -11,3 +11,4 @@ mod plane;
 mod rbac;
 mod shutdown;
 mod throttling;
+mod upgrades;

@@ -39,6 +39,11 @@ impl Engine for Mariadb {
         ["healthcheck.sh", "--connect", "--innodb_initialized"].map(String::from).to_vec()
     }
 
+    /// MySQL and MariaDB number majors with two parts: 8.0 and 8.4, 10.11 and 11.4.
+    fn major_version(&self, tag: &str) -> Option<String> {
+        super::leading_version(tag, 2)
+    }
+
     fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String {
         format!("mariadb://{username}:{password}@{host}:3306/{database}")
     }

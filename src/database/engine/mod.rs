@@ -82,6 +82,19 @@ pub trait Engine: Send + Sync {
     fn probe_command(&self) -> Vec<String>;
     /// A connection URI in the engine's scheme.
     fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String;
+    /// The major version an image tag names ("17" of "17.2-alpine"), when it names one: a
+    /// server of another major version cannot read this one's data directory.
+    fn major_version(&self, tag: &str) -> Option<String> {
+        leading_version(tag, 1)
+    }
+}
+
+/// The first `parts` dot-separated numbers of a tag ("17.2-alpine" -> "17" for one part,
+/// "8.4.3" -> "8.4" for two); none when the tag does not start with that many numbers.
+pub fn leading_version(tag: &str, parts: usize) -> Option<String> {
+    let numeric: String = tag.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let numbers: Vec<&str> = numeric.split('.').filter(|n| !n.is_empty()).take(parts).collect();
+    (numbers.len() == parts).then(|| numbers.join("."))
 }
 
 /// The [`Engine`] of `kind`.

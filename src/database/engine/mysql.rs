@@ -40,6 +40,11 @@ impl Engine for Mysql {
         ["mysqladmin", "ping", "--host=127.0.0.1", "--port=3306", "--silent"].map(String::from).to_vec()
     }
 
+    /// MySQL and MariaDB number majors with two parts: 8.0 and 8.4, 10.11 and 11.4.
+    fn major_version(&self, tag: &str) -> Option<String> {
+        super::leading_version(tag, 2)
+    }
+
     fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String {
         format!("mysql://{username}:{password}@{host}:3306/{database}")
     }
