@@ -259,7 +259,7 @@ mod tests {
 
     /// The plan of a Database whose image is not changing.
     fn steady() -> Plan {
-        Plan { image: "postgres:17".into(), upgrade: None, recheck_after: None }
+        Plan::steady("postgres:17")
     }
     use crate::database::view::{DeploymentConditionView, DeploymentStatusView};
     use crate::database::{DatabaseSpec, Size};

@@ -105,12 +105,19 @@ pub struct Plan {
     pub recheck_after: Option<Duration>,
 }
 
+impl Plan {
+    /// Running `image`, no upgrade.
+    pub fn steady(image: &str) -> Self {
+        Self { image: image.to_string(), upgrade: None, recheck_after: None }
+    }
+}
+
 /// The plan for `db`, given its Deployment as cached and the time.
 pub fn plan(db: &Database, engine: Option<&dyn Engine>, deployment: Option<&DeploymentView>, now: &Time) -> Plan {
     let target = db.spec.image.clone();
     let status = db.status.as_ref();
     let current = status.and_then(|s| s.current_image.clone());
-    let steady = Plan { image: target.clone(), upgrade: None, recheck_after: None };
+    let steady = Plan::steady(&target);
     let Some(current) = current.filter(|current| *current != target) else { return steady };
     // The new image is rolled out and Ready: the upgrade is over (the status records it).
     if deployment.is_some_and(|d| runs_ready(d, &target)) {

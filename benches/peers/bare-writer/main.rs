@@ -100,7 +100,8 @@ async fn write(client: Client, db: Database, recorder: Arc<Option<Recorder>>) ->
             recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
         }
     }
-    let status = status::desired(&db, Some(&deployment), None, &Time(Timestamp::now()));
+    let plan = database_operator::database::upgrade::Plan::steady(&db.spec.image);
+    let status = status::desired(&db, Some(&deployment), None, &plan, &Time(Timestamp::now()));
     let body = serde_json::json!({
         "apiVersion": Database::api_version(&()),
         "kind": Database::kind(&()),
