@@ -32,7 +32,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator (the default).
     Run,
-    /// Print the Database CustomResourceDefinition as YAML.
+    /// Print the CustomResourceDefinitions (Database, DatabaseBackup) as YAML.
     Crd,
 }
 

@@ -17,6 +17,7 @@
 //! - [`client`]: the API client: throttled, retried as the server asks, measured.
 //! - [`events`], [`ops`]: Kubernetes Events with series, the metrics and health-probe endpoints.
 
+pub mod backup;
 pub mod cli;
 pub mod client;
 pub mod controller;
@@ -25,6 +26,7 @@ pub mod events;
 pub mod informer;
 pub mod operator;
 pub mod ops;
+pub mod schema;
 pub mod workqueue;
 
 /// The throttle moved into [`client`]; this path stays for code written against it.

@@ -15,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Crd) = cli.command {
-        print!("{}", database::crd_yaml());
+        print!("{}---\n{}", database::crd_yaml(), database_operator::backup::crd_yaml());
         return ExitCode::SUCCESS;
     }
     let args = cli.run_args();

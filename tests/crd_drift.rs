@@ -1,4 +1,5 @@
-//! `manifests/crd/example.com_databases.yaml` must be exactly what `database-operator crd` prints.
+//! `manifests/crd/example.com_databases.yaml` and `example.com_databasebackups.yaml` must be
+//! exactly what `database-operator crd` prints.
 //!
 //! The Rust types are the source of the CRD; the manifest is a generated copy for `kubectl apply -k`.
 //! This test fails when someone changes the types and forgets to regenerate the manifest (or edits
@@ -6,16 +7,18 @@
 
 use std::path::Path;
 
-const MANIFEST: &str = "manifests/crd/example.com_databases.yaml";
-const REGENERATE: &str =
-    "cargo run -- crd | tee manifests/crd/example.com_databases.yaml > charts/database-operator/files/crd.yaml";
+const REGENERATE: &str = "hack/generate-crds.sh";
 
 #[test]
-fn crd_manifest_matches_the_generated_crd() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(MANIFEST);
+fn crd_manifests_match_the_generated_crds() {
+    assert_matches("manifests/crd/example.com_databases.yaml", &database_operator::database::crd_yaml());
+    assert_matches("manifests/crd/example.com_databasebackups.yaml", &database_operator::backup::crd_yaml());
+}
+
+fn assert_matches(manifest: &str, generated: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest);
     let on_disk = std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("cannot read {}: {err}; create it with `{REGENERATE}`", path.display()));
-    let generated = database_operator::database::crd_yaml();
     if on_disk == generated {
         return;
     }
@@ -26,11 +29,11 @@ fn crd_manifest_matches_the_generated_crd() {
         .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
     let line = |text: &str| text.lines().nth(first_difference).unwrap_or("<end of file>").to_owned();
     panic!(
-        "{MANIFEST} is out of date with the Database types (first difference at line {}):\n  \
+        "{manifest} is out of date with the types (first difference at line {}):\n  \
          on disk:   {}\n  generated: {}\nregenerate it with:\n  {REGENERATE}",
         first_difference + 1,
         line(&on_disk),
-        line(&generated),
+        line(generated),
     );
 }
 

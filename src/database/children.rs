@@ -18,9 +18,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
-    PodTemplateSpec, ResourceRequirements, SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, Volume,
-    VolumeMount,
+    Container, ContainerPort, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, ResourceRequirements,
+    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
@@ -106,15 +105,7 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     let spec = deployment.spec.as_mut().expect("the generic Deployment has a spec");
     spec.strategy = Some(DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None });
     let pod = spec.template.spec.as_mut().expect("the generic Deployment has a pod spec");
-    let uid = engine.user_id();
-    pod.security_context = Some(PodSecurityContext {
-        run_as_non_root: Some(true),
-        run_as_user: Some(uid),
-        run_as_group: Some(uid),
-        fs_group: Some(uid),
-        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }),
-        ..Default::default()
-    });
+    pod.security_context = Some(engine::pod_security(engine));
     pod.volumes = Some(vec![Volume {
         name: DATA_VOLUME.into(),
         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
@@ -139,12 +130,7 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     }]);
     container.readiness_probe = Some(engine::readiness_probe(engine));
     container.liveness_probe = Some(engine::liveness_probe(engine));
-    container.security_context = Some(SecurityContext {
-        allow_privilege_escalation: Some(false),
-        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
-        run_as_non_root: Some(true),
-        ..Default::default()
-    });
+    container.security_context = Some(engine::container_security());
 }
 
 /// The seed's Deployment: the image as given, port 8080 `http`, resources from the size.

@@ -28,7 +28,7 @@ use super::engine::{Engine, keys};
 /// Where a Database's credentials are.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::crd::rewrap_descriptions)]
+#[schemars(transform = crate::schema::rewrap_descriptions)]
 pub struct Credentials {
     /// A Secret of your own, in the Database's namespace, with the keys "username" and
     /// "password". Without it the operator generates "<name>-credentials" once.

@@ -86,7 +86,7 @@ use serde::{Deserialize, Serialize};
     crates(kube_core = "::kube_core")
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::crd::rewrap_descriptions)]
+#[schemars(transform = crate::schema::rewrap_descriptions)]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "!has(self.storage) || has(self.engine)",
      "message": "spec.storage needs spec.engine: a generic Database has no volume"},
@@ -230,7 +230,7 @@ pub struct SizeResources {
 /// The observed state of a Database, written by the operator.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
-#[schemars(transform = super::crd::rewrap_descriptions)]
+#[schemars(transform = crate::schema::rewrap_descriptions)]
 pub struct DatabaseStatus {
     /// The metadata.generation of the Database that this status describes. When it is lower
     /// than metadata.generation, the operator has not yet acted on the latest spec.

@@ -29,7 +29,7 @@ use super::view::DeploymentView;
 /// How image changes are rolled out.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::crd::rewrap_descriptions)]
+#[schemars(transform = crate::schema::rewrap_descriptions)]
 pub struct UpgradeSpec {
     /// How long a new image has to become Ready before the upgrade has failed, as a duration
     /// such as "10m" or "90s". Default: 10m.
@@ -62,7 +62,7 @@ pub enum UpgradePolicy {
 /// An upgrade in the status: from the image that was Ready to `spec.image`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::crd::rewrap_descriptions)]
+#[schemars(transform = crate::schema::rewrap_descriptions)]
 pub struct UpgradeStatus {
     /// The image that was Ready before.
     pub from: String,

@@ -24,7 +24,7 @@ use super::{Database, Size};
 /// The volume of a Database's data.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::crd::rewrap_descriptions)]
+#[schemars(transform = crate::schema::rewrap_descriptions)]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "!has(oldSelf.size) || has(self.size) && quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
      "message": "spec.storage.size cannot shrink, nor be removed once set: a volume can only grow"},

@@ -1,17 +1,18 @@
-//! The Database operator assembled: a client, the informers, the controller, and a run
-//! until cancelled.
+//! The operator assembled: a client, one informer factory, two controllers, the endpoints,
+//! leadership, and a run until cancelled, then the shutdown sequence ([`run`]).
 //!
 //! ```text
-//! Factory ── Database informer ──┐
-//!         ── Deployment informer ┼─> controller "database" (queue, N workers) ─> DatabaseReconciler
-//!         ── Service informer ───┘
+//!         ── Database informer ──────┬─> controller "database" (queue, N workers) ─> DatabaseReconciler
+//! Factory ── Deployment, Service ────┤                      ▲ reads
+//!         ── claims, Secrets ────────┤   DatabaseBackup ────┘
+//!         ── DatabaseBackup informer ┼─> controller "databasebackup" (queue, N workers) ─> BackupReconciler
+//!         ── Job informer ───────────┘
 //! ```
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::database::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
 use kube_client::Client;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -21,14 +22,16 @@ use tracing::info;
 
 use crate::client::{self, RequestMetrics};
 use crate::controller;
-use crate::database::{self, Database, DatabaseReconciler};
 use crate::events::Recorder;
-use crate::informer::{self, Factory, key_of};
+use crate::informer::{self, Factory};
 use crate::ops::leader::{self, Elector, Ended};
 
-mod leadership;
 use crate::ops::{self, Health};
-use crate::workqueue::{self, RateLimitingQueue};
+use crate::workqueue;
+
+mod controllers;
+mod leadership;
+use controllers::{Controllers, Settings};
 use leadership::{Leadership, WorkerStop};
 
 /// What can stop the operator.
@@ -210,37 +213,16 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         ..Default::default()
     };
     let factory = Arc::new(Factory::new(client.clone(), options.namespace.clone(), config));
-    let databases = factory.informer::<Database>();
-    let deployments = factory.informer::<DeploymentView>();
-    let services = factory.informer::<ServiceView>();
-    // Claims and Secrets: only the operator's own (most of a cluster's are not), and the
-    // Secrets as metadata (the operator never holds a password it does not need).
-    let claims = factory.informer_selected::<PersistentVolumeClaimView>(database::LABEL_SELECTOR);
-    let secrets = factory.informer_selected::<SecretView>(database::LABEL_SELECTOR);
-
     let (recorder, events_task) = Recorder::new(client.clone(), "example.com/database-operator", &options.identity);
-    let stores = database::Stores {
-        databases: databases.store(),
-        deployments: deployments.store(),
-        services: services.store(),
-        claims: claims.store(),
-        secrets: secrets.store(),
+    let settings = Settings {
+        workers: options.workers,
+        cache_sync_timeout: options.cache_sync_timeout,
+        queue_metrics,
+        controller_metrics,
     };
-    let reconciler = DatabaseReconciler::new(client.clone(), stores, recorder);
-    let controller = controller::Builder::new("database", databases.clone())
-        .owns(deployments.clone())
-        .owns(services.clone())
-        .owns(claims)
-        .owns(secrets)
-        // A same-named object the Database does not own blocks it; when that object changes
-        // or goes away, the Database must be looked at again.
-        .watches(deployments, same_name_database(&databases))
-        .watches(services, same_name_database(&databases))
-        .workers(options.workers)
-        .cache_sync_timeout(options.cache_sync_timeout)
-        .queue(RateLimitingQueue::with_config(workqueue::Config::default().name("database").metrics(queue_metrics)))
-        .metrics(controller_metrics)
-        .build();
+    let controllers = Controllers::build(&factory, &client, &recorder, settings);
+    // The recorders now live in the reconcilers: the events task ends when they are dropped.
+    drop(recorder);
 
     let informers_cancel = CancellationToken::new();
     let _informers_guard = informers_cancel.clone().drop_guard();
@@ -270,11 +252,11 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         let elector = Elector::new(lease_client, config.clone())?;
         leadership = Leadership::acquire(elector, config, &stop, is_leader, workers.clone()).await;
     }
-    let reconciler = Arc::new(reconciler);
     let result = if stop.is_cancelled() {
+        drop(controllers);
         Ok(())
     } else {
-        controller.run_until_aborted(reconciler.clone(), workers.drain.clone(), workers.abort.clone()).await
+        controllers.run(workers.drain.clone(), workers.abort.clone()).await
     };
 
     // The shutdown sequence. Steps 1 and 2 are done: no new key is taken, and in-flight
@@ -282,9 +264,8 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     // the one before it is over; the Lease is renewed until every write is done.
     info!("shutdown 2/6: workers stopped");
     let lost = leadership.as_ref().is_some_and(Leadership::is_lost);
-    // 3. The last recorder goes with the reconciler: the events task writes what is queued
+    // 3. The last recorder went with the reconcilers: the events task writes what is queued
     //    and ends. After a lost Lease nothing more is written: another replica may lead.
-    drop(reconciler);
     if lost {
         events_task.abort();
     }
@@ -313,16 +294,4 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     }
     info!("shutdown 6/6: informers and endpoints stopped");
     result
-}
-
-/// Maps any object to the key of the Database of the same namespace and name, if one exists.
-fn same_name_database<C>(databases: &informer::Informer<Database>) -> impl Fn(&C) -> Vec<String> + Send + Sync + 'static
-where
-    C: kube_core::Resource<DynamicType = ()>,
-{
-    let store = databases.store();
-    move |obj: &C| {
-        let key = key_of(obj);
-        if store.get(&key).is_some() { vec![key] } else { Vec::new() }
-    }
 }

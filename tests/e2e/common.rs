@@ -121,20 +121,25 @@ pub(crate) fn delete_when_dropped(objects: &[&str]) {
         .status();
 }
 
-/// Applies the Database CRD (server-side) and waits until the apiserver serves it.
+/// Applies the CRDs (Database, DatabaseBackup; server-side) and waits until the apiserver
+/// serves them.
 pub(crate) async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = database_operator::database::crd();
-    let name = crd.metadata.name.clone().expect("the CRD has a name");
-    crds.patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&crd))
-        .await
-        .expect("apply the Database CRD");
-    wait_until("the Database CRD to be Established", Duration::from_secs(30), || async {
-        let crd = crds.get(&name).await.ok()?;
-        let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
-        established.then_some(())
-    })
-    .await;
+    for crd in [
+        database_operator::database::crd(),
+        <database_operator::backup::DatabaseBackup as kube_core::CustomResourceExt>::crd(),
+    ] {
+        let name = crd.metadata.name.clone().expect("a CRD has a name");
+        crds.patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|err| panic!("apply the CRD {name}: {err}"));
+        wait_until(&format!("the CRD {name} to be Established"), Duration::from_secs(30), || async {
+            let crd = crds.get(&name).await.ok()?;
+            let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        })
+        .await;
+    }
 }
 
 /// A GET over a plain TCP connection: status code and body.

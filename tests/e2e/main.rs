@@ -3,6 +3,7 @@
 //! its own, so they run in parallel.
 
 mod apf;
+mod backups;
 mod common;
 mod engines;
 mod leader;

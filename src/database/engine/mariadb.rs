@@ -47,4 +47,19 @@ impl Engine for Mariadb {
     fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String {
         format!("mariadb://{username}:{password}@{host}:3306/{database}")
     }
+
+    fn client_env(&self, secret: &str) -> Vec<EnvVar> {
+        vec![from_secret("DATABASE_USER", secret, keys::USERNAME), from_secret("MYSQL_PWD", secret, keys::PASSWORD)]
+    }
+
+    fn dump_script(&self) -> String {
+        "mariadb-dump --host=\"$DATABASE_HOST\" --port=3306 --user=\"$DATABASE_USER\" --single-transaction \
+         --no-tablespaces app > /backup/dump.partial && mv /backup/dump.partial /backup/dump"
+            .into()
+    }
+
+    // The image runs the initdb .sql files at its first start, into MARIADB_DATABASE.
+    fn restore_script(&self) -> String {
+        "cp /backup/dump /docker-entrypoint-initdb.d/restore.sql".into()
+    }
 }

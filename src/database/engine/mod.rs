@@ -8,7 +8,10 @@
 //! The images run as the non-root user their Dockerfiles create (uid 999 in all four), which
 //! the "restricted" Pod Security level requires; `fsGroup` makes the volume theirs.
 
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ExecAction, Probe, SecretKeySelector};
+use k8s_openapi::api::core::v1::{
+    Capabilities, EnvVar, EnvVarSource, ExecAction, PodSecurityContext, Probe, SeccompProfile, SecretKeySelector,
+    SecurityContext,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +85,18 @@ pub trait Engine: Send + Sync {
     fn probe_command(&self) -> Vec<String>;
     /// A connection URI in the engine's scheme.
     fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String;
+    /// The environment of the engine's client tools, with the credentials read from `secret`
+    /// (the dump and the restore run them).
+    fn client_env(&self, secret: &str) -> Vec<EnvVar>;
+    /// A shell script, run in the engine's own image, that dumps the database served at
+    /// `$DATABASE_HOST` into `/backup/dump` with the engine's logical dump tool (written
+    /// aside, then renamed: a dump that failed half-way never looks complete).
+    fn dump_script(&self) -> String;
+    /// A shell script, run by an init container in the engine's own image before the server
+    /// starts, that readies `/backup/dump` for the server to load at its first start (into
+    /// `/docker-entrypoint-initdb.d`, the official images' initialisation directory, or the
+    /// data directory).
+    fn restore_script(&self) -> String;
     /// The major version an image tag names ("17" of "17.2-alpine"), when it names one: a
     /// server of another major version cannot read this one's data directory.
     fn major_version(&self, tag: &str) -> Option<String> {
@@ -122,6 +137,35 @@ pub(crate) fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
 /// `name` set to `value`.
 pub(crate) fn value(name: &str, value: &str) -> EnvVar {
     EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() }
+}
+
+/// Where the init container puts what the server loads at its first start.
+pub const INITDB_DIR: &str = "/docker-entrypoint-initdb.d";
+/// Where a backup's claim is mounted, in the dump Job and the restore init container.
+pub const BACKUP_DIR: &str = "/backup";
+
+/// The restricted security context of a pod running an engine's image: its non-root uid,
+/// `fsGroup` for the volumes, seccomp RuntimeDefault.
+pub fn pod_security(engine: &dyn Engine) -> PodSecurityContext {
+    let uid = engine.user_id();
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(uid),
+        run_as_group: Some(uid),
+        fs_group: Some(uid),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }),
+        ..Default::default()
+    }
+}
+
+/// The restricted security context of a container: no capabilities, no privilege escalation.
+pub fn container_security() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    }
 }
 
 /// The readiness probe: every 10 s, unready after three failures.

@@ -48,4 +48,19 @@ impl Engine for Mysql {
     fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String {
         format!("mysql://{username}:{password}@{host}:3306/{database}")
     }
+
+    fn client_env(&self, secret: &str) -> Vec<EnvVar> {
+        vec![from_secret("DATABASE_USER", secret, keys::USERNAME), from_secret("MYSQL_PWD", secret, keys::PASSWORD)]
+    }
+
+    fn dump_script(&self) -> String {
+        "mysqldump --host=\"$DATABASE_HOST\" --port=3306 --user=\"$DATABASE_USER\" --single-transaction \
+         --no-tablespaces app > /backup/dump.partial && mv /backup/dump.partial /backup/dump"
+            .into()
+    }
+
+    // The image runs the initdb .sql files at its first start, into MYSQL_DATABASE.
+    fn restore_script(&self) -> String {
+        "cp /backup/dump /docker-entrypoint-initdb.d/restore.sql".into()
+    }
 }

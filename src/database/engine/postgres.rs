@@ -44,4 +44,23 @@ impl Engine for Postgres {
     fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String {
         format!("postgresql://{username}:{password}@{host}:5432/{database}")
     }
+
+    fn client_env(&self, secret: &str) -> Vec<EnvVar> {
+        vec![from_secret("PGUSER", secret, keys::USERNAME), from_secret("PGPASSWORD", secret, keys::PASSWORD)]
+    }
+
+    fn dump_script(&self) -> String {
+        "pg_dump --host=\"$DATABASE_HOST\" --port=5432 --format=custom --file=/backup/dump.partial app \
+         && mv /backup/dump.partial /backup/dump"
+            .into()
+    }
+
+    // The image runs the initdb scripts at its first start, with the server listening on its
+    // socket only: nothing is served before the restore is done.
+    fn restore_script(&self) -> String {
+        "cp /backup/dump /docker-entrypoint-initdb.d/restore.dump && printf '%s\\n' \
+         'pg_restore --username=\"$POSTGRES_USER\" --dbname=\"$POSTGRES_DB\" --no-owner /docker-entrypoint-initdb.d/restore.dump' \
+         > /docker-entrypoint-initdb.d/restore.sh"
+            .into()
+    }
 }

@@ -50,4 +50,19 @@ impl Engine for Redis {
     fn uri(&self, username: &str, password: &str, host: &str, _database: &str) -> String {
         format!("redis://{username}:{password}@{host}:6379/0")
     }
+
+    // redis-cli reads its password from REDISCLI_AUTH: never on a command line.
+    fn client_env(&self, secret: &str) -> Vec<EnvVar> {
+        vec![from_secret("REDISCLI_AUTH", secret, keys::PASSWORD)]
+    }
+
+    fn dump_script(&self) -> String {
+        "redis-cli -h \"$DATABASE_HOST\" -p 6379 --rdb /backup/dump.partial && mv /backup/dump.partial /backup/dump"
+            .into()
+    }
+
+    // Redis loads dump.rdb from its directory at start when it has no append-only file yet.
+    fn restore_script(&self) -> String {
+        "[ -e /data/appendonlydir ] || cp /backup/dump /data/dump.rdb".into()
+    }
 }

@@ -16,8 +16,21 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 # OwnerReferencesPermissionEnforcement, creating such a child needs `update` on the owner's
 # finalizers.
 - apiGroups: ["example.com"]
-  resources: ["databases/finalizers"]
+  resources: ["databases/finalizers", "databasebackups/finalizers"]
   verbs: ["update"]
+# DatabaseBackups: read through the informer; created by the Database controller (schedules,
+# a backup before an upgrade) and deleted beyond spec.backup.keep; their status is written
+# by the backup controller.
+- apiGroups: ["example.com"]
+  resources: ["databasebackups"]
+  verbs: ["list", "watch", "create", "delete"]
+- apiGroups: ["example.com"]
+  resources: ["databasebackups/status"]
+  verbs: ["patch"]
+# The dump Jobs of DatabaseBackups: cached only when labelled, created once.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["list", "watch", "create"]
 # The children: read through informers, written with server-side apply (patch; an apply that
 # creates the object is also authorized as create).
 - apiGroups: ["apps"]

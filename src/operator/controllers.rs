@@ -1,0 +1,122 @@
+//! The operator's two controllers on one informer factory: "database" (Databases, their
+//! Deployments, Services, claims and Secrets) and "databasebackup" (DatabaseBackups, their
+//! Jobs). Where both watch a kind, they share its informer: the Databases, the claims, the
+//! DatabaseBackups (the Database controller reads them for restores and schedules). Each has
+//! its own work queue and workers; they stop together.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube_client::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::backup::{self, BackupReconciler, DatabaseBackup};
+use crate::controller::{self, Controller};
+use crate::database::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
+use crate::database::{self, Database, DatabaseReconciler};
+use crate::events::Recorder;
+use crate::informer::{self, Factory, key_of};
+use crate::workqueue::{self, RateLimitingQueue};
+
+/// The controllers and their reconcilers, ready to run.
+pub(super) struct Controllers {
+    database: (Controller<Database>, Arc<DatabaseReconciler>),
+    backup: (Controller<DatabaseBackup>, Arc<BackupReconciler>),
+}
+
+/// What every controller is built with.
+pub(super) struct Settings {
+    pub(super) workers: usize,
+    pub(super) cache_sync_timeout: std::time::Duration,
+    pub(super) queue_metrics: workqueue::Metrics,
+    pub(super) controller_metrics: controller::Metrics,
+}
+
+impl Controllers {
+    /// Creates the informers both controllers need on `factory` (before it starts) and wires
+    /// them to the controllers.
+    pub(super) fn build(factory: &Factory, client: &Client, recorder: &Recorder, settings: Settings) -> Self {
+        let databases = factory.informer::<Database>();
+        let deployments = factory.informer::<DeploymentView>();
+        let services = factory.informer::<ServiceView>();
+        // Claims, Secrets and Jobs: only the operator's own (most of a cluster's are not), and
+        // the Secrets as metadata (the operator never holds a password it does not need).
+        let claims = factory.informer_selected::<PersistentVolumeClaimView>(database::LABEL_SELECTOR);
+        let secrets = factory.informer_selected::<SecretView>(database::LABEL_SELECTOR);
+        let jobs = factory.informer_selected::<Job>(database::LABEL_SELECTOR);
+        let backups = factory.informer::<DatabaseBackup>();
+        backups.add_indexer(backup::BY_DATABASE, Arc::new(backup::by_database));
+
+        let queue = |name: &str| {
+            RateLimitingQueue::with_config(
+                workqueue::Config::default().name(name).metrics(settings.queue_metrics.clone()),
+            )
+        };
+        let stores = database::Stores {
+            databases: databases.store(),
+            deployments: deployments.store(),
+            services: services.store(),
+            claims: claims.store(),
+            secrets: secrets.store(),
+        };
+        let database_reconciler = DatabaseReconciler::new(client.clone(), stores, recorder.clone());
+        let database = controller::Builder::new("database", databases.clone())
+            .owns(deployments.clone())
+            .owns(services.clone())
+            .owns(claims.clone())
+            .owns(secrets)
+            // A same-named object the Database does not own blocks it; when that object
+            // changes or goes away, the Database must be looked at again.
+            .watches(deployments, same_name_database(&databases))
+            .watches(services, same_name_database(&databases))
+            .workers(settings.workers)
+            .cache_sync_timeout(settings.cache_sync_timeout)
+            .queue(queue("database"))
+            .metrics(settings.controller_metrics.clone())
+            .build();
+
+        let backup_stores = backup::Stores {
+            backups: backups.store(),
+            databases: databases.store(),
+            claims: claims.store(),
+            jobs: jobs.store(),
+        };
+        let backup_reconciler = BackupReconciler::new(client.clone(), backup_stores, recorder.clone());
+        let backup = controller::Builder::new("databasebackup", backups.clone())
+            .owns(jobs)
+            .owns(claims)
+            // A backup waits for its Database to be Ready.
+            .watches(databases, backup::backups_of(backups.store()))
+            .workers(settings.workers)
+            .cache_sync_timeout(settings.cache_sync_timeout)
+            .queue(queue("databasebackup"))
+            .metrics(settings.controller_metrics)
+            .build();
+        Self { database: (database, Arc::new(database_reconciler)), backup: (backup, Arc::new(backup_reconciler)) }
+    }
+
+    /// Runs both until `drain` fires, then drains both (or aborts both, see
+    /// [`Controller::run_until_aborted`]). The reconcilers, and so their event recorders, are
+    /// dropped when both have stopped.
+    pub(super) async fn run(self, drain: CancellationToken, abort: CancellationToken) -> Result<(), controller::Error> {
+        let (database, database_reconciler) = self.database;
+        let (backup, backup_reconciler) = self.backup;
+        let (a, b) = futures::join!(
+            database.run_until_aborted(database_reconciler, drain.clone(), abort.clone()),
+            backup.run_until_aborted(backup_reconciler, drain, abort),
+        );
+        a.and(b)
+    }
+}
+
+/// Maps any object to the key of the Database of the same namespace and name, if one exists.
+fn same_name_database<C>(databases: &informer::Informer<Database>) -> impl Fn(&C) -> Vec<String> + Send + Sync + 'static
+where
+    C: kube_core::Resource<DynamicType = ()>,
+{
+    let store = databases.store();
+    move |obj: &C| {
+        let key = key_of(obj);
+        if store.get(&key).is_some() { vec![key] } else { Vec::new() }
+    }
+}
