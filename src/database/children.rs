@@ -106,6 +106,9 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     spec.strategy = Some(DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None });
     let pod = spec.template.spec.as_mut().expect("the generic Deployment has a pod spec");
     pod.security_context = Some(engine::pod_security(engine));
+    // None, said explicitly: a restore's init container leaves once the Database is restored
+    // (see `backups::with_restore`), and only a list the apply sets can say it left.
+    pod.init_containers = Some(Vec::new());
     pod.volumes = Some(vec![Volume {
         name: DATA_VOLUME.into(),
         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {

@@ -12,10 +12,13 @@
 //! sidecar from an injector, a port from a service mesh, an owner reference from another
 //! controller) is not a difference, so it costs no re-apply and no "Updated" event at every
 //! reconcile. Other lists (`args`, `command`) are atomic: the same length, element by element.
+//! An empty list the operator sets means "none", keyed or not.
 //!
 //! The price of inclusion: an element the operator stops setting (after an upgrade of the
 //! operator) stays until the child is written for another reason, which server-side apply
-//! then removes, since this field manager owned it.
+//! then removes, since this field manager owned it. Where the operator does remove something
+//! (a restore's init container), it says so with an empty list, which a live list with
+//! elements differs from; an absent list is empty, as the API drops empty lists.
 //!
 //! Server-side apply would accept an unchanged object without bumping its resourceVersion,
 //! but it still costs a request per reconcile; comparing against the cache costs none.
@@ -49,9 +52,13 @@ fn contains(live: &Value, desired: &Value) -> bool {
 /// [`contains`], knowing the name of the field that holds the values (for a list's merge key).
 fn contains_in(field: Option<&str>, live: &Value, desired: &Value) -> bool {
     match (live, desired) {
-        (Value::Object(live), Value::Object(desired)) => desired
-            .iter()
-            .all(|(key, want)| want.is_null() || live.get(key).is_some_and(|have| contains_in(Some(key), have, want))),
+        (Value::Object(live), Value::Object(desired)) => desired.iter().all(|(key, want)| match live.get(key) {
+            Some(have) => contains_in(Some(key), have, want),
+            // The API drops empty lists (`omitempty`): one that is absent is empty.
+            None => want.is_null() || want.as_array().is_some_and(Vec::is_empty),
+        }),
+        // An empty list the operator sets says "none": others' elements included.
+        (Value::Array(live), Value::Array(desired)) if desired.is_empty() => live.is_empty(),
         (Value::Array(live), Value::Array(desired)) => match field.and_then(merge_key) {
             Some(key) => desired.iter().all(|want| {
                 let wanted = key(want);
@@ -140,6 +147,13 @@ mod tests {
         assert!(differs(&ports, &json!({"ports": [{"containerPort": 8080, "protocol": "TCP"}]})));
         let owner = json!({"ownerReferences": [{"uid": "db-uid"}]});
         assert!(differs(&owner, &json!({"ownerReferences": [{"uid": "other-uid"}]})));
+    }
+
+    #[test]
+    fn an_empty_list_is_satisfied_by_an_absent_one_and_not_by_elements() {
+        let desired = json!({"spec": {"initContainers": []}});
+        assert!(!differs(&desired, &json!({"spec": {}})));
+        assert!(differs(&desired, &json!({"spec": {"initContainers": [{"name": "restore"}]}})));
     }
 
     #[test]

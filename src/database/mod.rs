@@ -9,6 +9,7 @@
 //! - [`view`]: the part of a Deployment or Service the operator caches.
 //! - [`DatabaseReconciler`]: reconcile, from the caches, with server-side apply.
 
+pub mod backups;
 pub mod children;
 mod crd;
 pub mod credentials;

@@ -32,10 +32,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
+use super::backups::{self, Restore, Scheduled};
 use super::engine::Engine;
 use super::status::{self, Blocker};
 use super::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
-use super::{Database, children, credentials, drift, upgrade, volume};
+use super::{Database, DatabaseStatus, UpgradeState, children, credentials, drift, upgrade, volume};
+use crate::backup::{BackupPhase, DatabaseBackup};
 use crate::controller::{Action, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::Store;
@@ -84,6 +86,9 @@ pub struct Stores {
     pub claims: Store<PersistentVolumeClaimView>,
     /// Secrets carrying the operator's label, metadata only.
     pub secrets: Store<SecretView>,
+    /// DatabaseBackups (the backup controller's cache): restores, schedules, backups before
+    /// upgrades.
+    pub backups: Store<DatabaseBackup>,
 }
 
 /// The label selector of the kinds cached only as far as the operator made them.
@@ -98,6 +103,7 @@ pub struct DatabaseReconciler {
     services: Store<ServiceView>,
     claims: Store<PersistentVolumeClaimView>,
     secrets: Store<SecretView>,
+    backups: Store<DatabaseBackup>,
     recorder: Recorder,
 }
 
@@ -110,8 +116,8 @@ impl Debug for DatabaseReconciler {
 impl DatabaseReconciler {
     /// A reconciler reading the given caches and writing through `client`.
     pub fn new(client: Client, stores: Stores, recorder: Recorder) -> Self {
-        let Stores { databases, deployments, services, claims, secrets } = stores;
-        Self { client, databases, deployments, services, claims, secrets, recorder }
+        let Stores { databases, deployments, services, claims, secrets, backups } = stores;
+        Self { client, databases, deployments, services, claims, secrets, backups, recorder }
     }
 
     async fn reconcile_database(&self, db: &Database) -> Result<Action, Error> {
@@ -126,21 +132,51 @@ impl DatabaseReconciler {
             (_, Some(s)) if !children::is_controlled_by(s.as_ref(), db) => Some("Service"),
             _ => None,
         };
-        // Which image runs: spec.image, unless an upgrade to it was refused or rolled back.
+        // Which image runs: spec.image, unless an upgrade to it was refused or rolled back, or
+        // waits for the backup taken before it.
         let now = Time(Timestamp::now());
-        let plan = upgrade::plan(db, children::engine_of(db), live_deployment.as_deref(), &now);
-        // With an engine, the Secret and the claim come before the pods that use them.
-        let prepared = match (foreign, children::engine_of(db)) {
-            (Some(kind), _) => Err(Blocker::NotOwned { kind, name: name.clone() }),
-            (None, Some(engine)) => self.prepare_engine(db, engine).await?,
-            (None, None) => Ok(()),
+        let engine = children::engine_of(db);
+        let namespace = db.metadata.namespace.clone().unwrap_or_default();
+        let pre_upgrade_name = backups::pre_upgrade_backup_name(db, &db.spec.image);
+        let pre_upgrade = self.backups.get(&format!("{namespace}/{pre_upgrade_name}"));
+        let plan = upgrade::plan(
+            db,
+            engine,
+            live_deployment.as_deref(),
+            &now,
+            pre_upgrade.as_ref().map(|b| b.status.as_ref().and_then(|s| s.phase).unwrap_or(BackupPhase::Pending)),
+        );
+        if plan.upgrade.as_ref().is_some_and(|u| u.state == UpgradeState::BackingUp) && pre_upgrade.is_none() {
+            let mut backup = crate::backup::backup(&pre_upgrade_name, &name);
+            backup.metadata.namespace = Some(namespace.clone());
+            self.create_backup(db, &backup).await?;
+        }
+        let restore = backups::restore(db, &self.backups);
+        // With an engine, the Secret and the claim come before the pods that use them; a
+        // restore's pod waits for its backup.
+        let prepared = match (foreign, engine, &restore) {
+            (Some(kind), ..) => Err(Blocker::NotOwned { kind, name: name.clone() }),
+            (None, _, Restore::Impossible { reason, message }) => {
+                Err(Blocker::Unrestorable { reason, message: message.clone() })
+            }
+            (None, Some(engine), _) => self.prepare_engine(db, engine).await?.and_then(|()| match &restore {
+                Restore::Waiting(message) => {
+                    Err(Blocker::Waiting { reason: "WaitingForBackup", message: message.clone() })
+                }
+                _ => Ok(()),
+            }),
+            (None, None, _) => Ok(()),
         };
         let (deployment, blocker) = match prepared {
             Err(blocker) => (None, Some(blocker)),
             Ok(()) => {
+                let mut desired = children::deployment_running(db, &plan.image);
+                if let (Restore::From { claim, .. }, Some(engine)) = (&restore, engine) {
+                    backups::with_restore(&mut desired, engine, claim);
+                }
                 // The two children are independent: write them concurrently, one round trip.
                 let (deployment, service) = futures::try_join!(
-                    self.ensure(db, children::deployment_running(db, &plan.image), live_deployment),
+                    self.ensure(db, desired, live_deployment),
                     self.ensure(db, children::service(db), live_service),
                 )?;
                 match (deployment, service) {
@@ -154,12 +190,19 @@ impl DatabaseReconciler {
             }
         };
         if let Some(blocker) = &blocker {
-            self.recorder.publish(db, EventType::Warning, blocker.reason(), "Reconcile", &blocker.message());
+            let kind = if matches!(blocker, Blocker::Waiting { .. }) { EventType::Normal } else { EventType::Warning };
+            self.recorder.publish(db, kind, blocker.reason(), "Reconcile", &blocker.message());
         }
-        let status = status::desired(db, deployment.as_deref(), blocker.as_ref(), &plan, &now);
+        let mut status = status::desired(db, deployment.as_deref(), blocker.as_ref(), &plan, &now);
+        if let Restore::From { backup, .. } = &restore
+            && deployment.as_deref().is_some_and(|d| backups::restored(d, &plan.image))
+        {
+            info!(backup = %backup, "restored");
+            status.restored_from = Some(backup.clone());
+        }
+        let next_backup = self.run_schedule(db, &mut status, &now).await?;
         if db.status.as_ref() != Some(&status) {
-            let api: Api<Database> =
-                Api::namespaced(self.client.clone(), db.metadata.namespace.as_deref().unwrap_or_default());
+            let api: Api<Database> = Api::namespaced(self.client.clone(), &namespace);
             let body = serde_json::json!({
                 "apiVersion": Database::api_version(&()),
                 "kind": Database::kind(&()),
@@ -173,8 +216,68 @@ impl DatabaseReconciler {
                 })?;
             info!(phase = ?status.phase, "wrote status");
         }
-        // An upgrade in progress is looked at again at its deadline, even if nothing changes.
-        Ok(plan.recheck_after.map_or(Action::Done, Action::RequeueAfter))
+        // An upgrade in progress is looked at again at its deadline, a schedule at its next
+        // time, even if nothing changes.
+        let recheck = [plan.recheck_after, next_backup].into_iter().flatten().min();
+        Ok(recheck.map_or(Action::Done, Action::RequeueAfter))
+    }
+
+    /// The schedule of `spec.backup`: takes the backup that is due (recording its time in
+    /// `status`), deletes the oldest finished ones beyond `keep`, and reports the schedule in the
+    /// `BackupScheduled` condition. Returns when the next backup is due.
+    async fn run_schedule(
+        &self,
+        db: &Database,
+        status: &mut DatabaseStatus,
+        now: &Time,
+    ) -> Result<Option<Duration>, Error> {
+        let (next, condition) = match backups::scheduled(db, now) {
+            Scheduled::None => return Ok(None),
+            Scheduled::Invalid(message) => {
+                self.recorder.publish(db, EventType::Warning, "InvalidSchedule", "Reconcile", &message);
+                (None, (false, "InvalidSchedule", message))
+            }
+            Scheduled::Wait { recheck_after } => {
+                (Some(recheck_after), (true, "Scheduled", "backups are taken on spec.backup.schedule".to_string()))
+            }
+            Scheduled::Due { at, recheck_after } => {
+                self.create_backup(db, &backups::scheduled_backup(db, &at)).await?;
+                status.last_scheduled_backup = Some(at);
+                (Some(recheck_after), (true, "Scheduled", "backups are taken on spec.backup.schedule".to_string()))
+            }
+        };
+        status::set_condition(status, db.status.as_ref(), "BackupScheduled", condition, now);
+        let api: Api<DatabaseBackup> =
+            Api::namespaced(self.client.clone(), db.metadata.namespace.as_deref().unwrap_or_default());
+        for name in backups::beyond_keep(db, &self.backups) {
+            match api.delete(&name, &Default::default()).await {
+                Ok(_) => info!(backup = %name, "deleted a scheduled backup beyond spec.backup.keep"),
+                Err(kube_client::Error::Api(status)) if status.is_not_found() => {}
+                Err(source) => return Err(Error::Write { what: format!("DatabaseBackup {name} (delete)"), source }),
+            }
+        }
+        Ok(next)
+    }
+
+    /// Creates a DatabaseBackup of `db` (one that exists already is the one wanted: the names
+    /// are one per scheduled time, one per upgrade). Not owned by the Database: a backup
+    /// outlives what it backs up.
+    async fn create_backup(&self, db: &Database, backup: &DatabaseBackup) -> Result<(), Error> {
+        let api: Api<DatabaseBackup> =
+            Api::namespaced(self.client.clone(), db.metadata.namespace.as_deref().unwrap_or_default());
+        let name = backup.metadata.name.clone().unwrap_or_default();
+        let params =
+            kube_client::api::PostParams { field_manager: Some(children::MANAGER.into()), ..Default::default() };
+        match api.create(&params, backup).await {
+            Ok(_) => {
+                info!(backup = %name, "created DatabaseBackup");
+                let note = format!("created DatabaseBackup {name}");
+                self.recorder.publish(db, EventType::Normal, "BackupCreated", "Reconcile", &note);
+                Ok(())
+            }
+            Err(kube_client::Error::Api(status)) if status.is_already_exists() => Ok(()),
+            Err(source) => Err(Error::Write { what: format!("DatabaseBackup {name}"), source }),
+        }
     }
 
     /// The Secret (generated ones only) and the claim of a Database with an engine. The inner

@@ -43,6 +43,22 @@ pub enum Blocker {
         /// spec, is the fix.
         name_is_the_cause: bool,
     },
+    /// Something the Database's pod must wait for (the backup it is restored from): the pod is
+    /// not created yet. Not a fault: the Database is `Pending`.
+    Waiting {
+        /// The condition reason, e.g. `WaitingForBackup`.
+        reason: &'static str,
+        /// What it waits for.
+        message: String,
+    },
+    /// The backup the Database is to be restored from cannot be restored (it failed, or is a
+    /// dump of another engine).
+    Unrestorable {
+        /// The condition reason, e.g. `RestoreFailed`.
+        reason: &'static str,
+        /// Why.
+        message: String,
+    },
     /// The Deployment exists but cannot run its pods: its `ReplicaFailure` condition is
     /// True (e.g. pods forbidden by a ResourceQuota or rejected by admission), or its
     /// rollout exceeded its progress deadline.
@@ -77,6 +93,7 @@ impl Blocker {
         match self {
             Blocker::NotOwned { .. } => "ResourceExists",
             Blocker::Rejected { .. } => "InvalidSpec",
+            Blocker::Waiting { reason, .. } | Blocker::Unrestorable { reason, .. } => reason,
             Blocker::DeploymentFailing { reason, .. } => reason,
         }
     }
@@ -96,6 +113,7 @@ impl Blocker {
             Blocker::Rejected { kind, message, name_is_the_cause: false } => {
                 format!("the {kind} for this spec was rejected by the API server: {message}; fix the Database spec")
             }
+            Blocker::Waiting { message, .. } | Blocker::Unrestorable { message, .. } => message.clone(),
             Blocker::DeploymentFailing { message, .. } => {
                 format!("the Deployment cannot run the database: {message}")
             }
@@ -128,6 +146,12 @@ pub fn desired(
     let ready_now = (true, "DeploymentReady", format!("{ready_replicas} replica(s) ready"));
     let not_ready_now = (false, "DeploymentNotReady", "no replica of the Deployment is ready".to_string());
     let (phase, ready, progressing, degraded) = match (blocker, upgrade) {
+        (Some(Blocker::Waiting { reason, message }), _) => (
+            Phase::Pending,
+            (false, *reason, message.clone()),
+            (true, *reason, message.clone()),
+            (false, "AsExpected", "nothing is wrong yet".to_string()),
+        ),
         (Some(blocker), _) => (
             Phase::Degraded,
             (false, blocker.reason(), blocker.message()),
@@ -136,7 +160,7 @@ pub fn desired(
         ),
         // An upgrade that failed or was refused: the database may well serve (the old image,
         // or the new one that is not Ready), but the spec is not what runs.
-        (None, Some(upgrade)) if upgrade.state != UpgradeState::Upgrading => {
+        (None, Some(upgrade)) if !matches!(upgrade.state, UpgradeState::Upgrading | UpgradeState::BackingUp) => {
             let (reason, message) = match upgrade.state {
                 UpgradeState::Refused => (
                     "MajorVersionUpgrade",
@@ -145,6 +169,14 @@ pub fn desired(
                          was not rolled, and {} still runs. Take a DatabaseBackup and restore it into a new \
                          Database (spec.restoreFrom), or set spec.upgrade.allowMajor if the image migrates its data",
                         upgrade.from, upgrade.to, upgrade.from
+                    ),
+                ),
+                UpgradeState::BackupFailed => (
+                    "UpgradeBackupFailed",
+                    format!(
+                        "the backup taken before upgrading from {} to {} failed (see its DatabaseBackup): the new \
+                         image was not rolled. Change spec.image, or unset spec.upgrade.backupFirst, to go on",
+                        upgrade.from, upgrade.to
                     ),
                 ),
                 UpgradeState::RolledBack => (
@@ -170,11 +202,18 @@ pub fn desired(
         (None, Some(upgrade)) => (
             if ready_replicas > 0 { Phase::Ready } else { Phase::Pending },
             if ready_replicas > 0 { ready_now.clone() } else { not_ready_now.clone() },
-            (
-                true,
-                "Upgrading",
-                format!("upgrading from {} to {}: waiting for the new pod to become ready", upgrade.from, upgrade.to),
-            ),
+            if upgrade.state == UpgradeState::BackingUp {
+                (true, "BackingUp", format!("taking a backup before upgrading from {} to {}", upgrade.from, upgrade.to))
+            } else {
+                (
+                    true,
+                    "Upgrading",
+                    format!(
+                        "upgrading from {} to {}: waiting for the new pod to become ready",
+                        upgrade.from, upgrade.to
+                    ),
+                )
+            },
             (false, "AsExpected", "the upgrade is in progress".to_string()),
         ),
         // Once ready, a rollout that keeps a replica ready (a new image, a new size) stays Ready.
@@ -234,6 +273,9 @@ pub fn desired(
             previous.and_then(|s| s.current_image.clone())
         },
         upgrade: plan.upgrade.clone(),
+        // What the reconcile sets itself (restore, schedule), kept until it does.
+        restored_from: previous.and_then(|s| s.restored_from.clone()),
+        last_scheduled_backup: previous.and_then(|s| s.last_scheduled_backup.clone()),
         endpoint: engine.map(|engine| crate::database::credentials::endpoint(db, engine)),
         conditions: vec![
             condition("Ready", ready),
@@ -241,6 +283,31 @@ pub fn desired(
             condition("Degraded", degraded),
         ],
     }
+}
+
+/// Sets the condition `type_` of `status`, keeping its `lastTransitionTime` from `previous`
+/// unless its status changed.
+pub fn set_condition(
+    status: &mut DatabaseStatus,
+    previous: Option<&DatabaseStatus>,
+    type_: &str,
+    (ok, reason, message): (bool, &str, String),
+    now: &Time,
+) {
+    let value = if ok { "True" } else { "False" }.to_string();
+    let last_transition_time = previous
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .filter(|c| c.status == value)
+        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+    status.conditions.retain(|c| c.type_ != type_);
+    status.conditions.push(Condition {
+        type_: type_.to_string(),
+        status: value,
+        reason: reason.to_string(),
+        message,
+        last_transition_time,
+        observed_generation: status.observed_generation,
+    });
 }
 
 /// Whether the Deployment controller has acted on the Deployment's latest spec and every

@@ -14,6 +14,7 @@ use std::fmt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube_derive::CustomResource;
 
+pub use super::backups::{BackupSchedule, RestoreFrom};
 pub use super::credentials::Credentials;
 pub use super::engine::EngineKind;
 pub use super::upgrade::{UpgradePolicy, UpgradeSpec, UpgradeState, UpgradeStatus};
@@ -94,6 +95,12 @@ use serde::{Deserialize, Serialize};
      "message": "spec.credentials needs spec.engine: a generic Database has no credentials"},
     {"rule": "has(self.engine) == has(oldSelf.engine) && (!has(self.engine) || self.engine == oldSelf.engine)",
      "message": "spec.engine cannot change once the Database exists: create a new Database for another engine"},
+    {"rule": "!has(self.restoreFrom) || has(self.engine)",
+     "message": "spec.restoreFrom needs spec.engine: only a Database with an engine is restored from a backup"},
+    {"rule": "!has(self.backup) || has(self.engine)",
+     "message": "spec.backup needs spec.engine: only a Database with an engine can be backed up"},
+    {"rule": "has(self.restoreFrom) == has(oldSelf.restoreFrom) && (!has(self.restoreFrom) || self.restoreFrom == oldSelf.restoreFrom)",
+     "message": "spec.restoreFrom cannot change: a Database is restored once, before it first starts"},
 ]))]
 pub struct DatabaseSpec {
     /// Size class of the database; it sets the CPU and memory of the database container. One of:
@@ -126,6 +133,15 @@ pub struct DatabaseSpec {
     /// whether a new major version of the engine may be rolled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradeSpec>,
+
+    /// Backups on a schedule (needs spec.engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSchedule>,
+
+    /// A DatabaseBackup to restore before the database first serves (needs spec.engine; set
+    /// at creation, it cannot change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_from: Option<RestoreFrom>,
 }
 
 impl DatabaseSpec {
@@ -138,7 +154,16 @@ impl DatabaseSpec {
     /// assert!(spec.engine.is_none());
     /// ```
     pub fn new(size: Size, image: &str) -> Self {
-        Self { size, image: image.to_string(), engine: None, storage: None, credentials: None, upgrade: None }
+        Self {
+            size,
+            image: image.to_string(),
+            engine: None,
+            storage: None,
+            credentials: None,
+            upgrade: None,
+            backup: None,
+            restore_from: None,
+        }
     }
 
     /// This spec with `engine`.
@@ -266,6 +291,14 @@ pub struct DatabaseStatus {
     /// The upgrade from currentImage to spec.image, while they differ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradeStatus>,
+
+    /// The DatabaseBackup this Database was restored from, once its restored server was Ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
+
+    /// The time of the last scheduled backup (spec.backup.schedule).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_scheduled_backup: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 
     /// The latest observations of the Database's state, one per condition type (for example
     /// "Ready"), in the standard Kubernetes condition format.

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::Database;
 use super::engine::Engine;
 use super::view::DeploymentView;
+use crate::backup::BackupPhase;
 
 /// How image changes are rolled out.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -47,6 +48,11 @@ pub struct UpgradeSpec {
     /// Only for images that migrate their data directory themselves: the official ones do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_major: Option<bool>,
+
+    /// Take a DatabaseBackup of the running database, and wait for it to complete, before
+    /// rolling a new image (a Database with an engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_first: Option<bool>,
 }
 
 /// What a failed upgrade does.
@@ -75,12 +81,18 @@ pub struct UpgradeStatus {
 }
 
 /// Where an upgrade stands. One of:
+/// - BackingUp: a DatabaseBackup is taken before rolling (spec.upgrade.backupFirst).
+/// - BackupFailed: that backup failed; the new image was not rolled.
 /// - Upgrading: the new image is rolling out.
 /// - Failed: the new image did not become Ready in time; the Deployment keeps it.
 /// - RolledBack: the new image did not become Ready in time; the Deployment runs the old one.
 /// - Refused: a new major version of the engine, not rolled (see spec.upgrade.allowMajor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum UpgradeState {
+    /// A DatabaseBackup is taken before rolling.
+    BackingUp,
+    /// The backup before rolling failed; the new image was not rolled.
+    BackupFailed,
     /// The new image is rolling out.
     Upgrading,
     /// The new image did not become Ready in time; the Deployment keeps it.
@@ -112,8 +124,15 @@ impl Plan {
     }
 }
 
-/// The plan for `db`, given its Deployment as cached and the time.
-pub fn plan(db: &Database, engine: Option<&dyn Engine>, deployment: Option<&DeploymentView>, now: &Time) -> Plan {
+/// The plan for `db`, given its Deployment as cached, the time, and the phase of the backup
+/// taken before this upgrade (`spec.upgrade.backupFirst`), if it exists.
+pub fn plan(
+    db: &Database,
+    engine: Option<&dyn Engine>,
+    deployment: Option<&DeploymentView>,
+    now: &Time,
+    pre_upgrade_backup: Option<BackupPhase>,
+) -> Plan {
     let target = db.spec.image.clone();
     let status = db.status.as_ref();
     let current = status.and_then(|s| s.current_image.clone());
@@ -125,7 +144,7 @@ pub fn plan(db: &Database, engine: Option<&dyn Engine>, deployment: Option<&Depl
     }
     let spec = db.spec.upgrade.clone().unwrap_or_default();
     let previous = status.and_then(|s| s.upgrade.clone()).filter(|u| u.to == target && u.from == current);
-    let start_time = previous.as_ref().map_or_else(|| now.clone(), |u| u.start_time.clone());
+    let mut start_time = previous.as_ref().map_or_else(|| now.clone(), |u| u.start_time.clone());
     let upgrade = |state| {
         Some(UpgradeStatus { from: current.clone(), to: target.clone(), start_time: start_time.clone(), state })
     };
@@ -137,6 +156,21 @@ pub fn plan(db: &Database, engine: Option<&dyn Engine>, deployment: Option<&Depl
     {
         return Plan { image: current.clone(), upgrade: upgrade(UpgradeState::Refused), recheck_after: None };
     }
+    if spec.backup_first == Some(true) && engine.is_some() {
+        let hold = |state| Plan { image: current.clone(), upgrade: upgrade(state), recheck_after: None };
+        match pre_upgrade_backup {
+            Some(BackupPhase::Completed) => {}
+            Some(BackupPhase::Failed) => return hold(UpgradeState::BackupFailed),
+            _ => return hold(UpgradeState::BackingUp),
+        }
+        // The timeout is the rollout's: it starts when the backup is done.
+        if previous.as_ref().is_none_or(|u| u.state == UpgradeState::BackingUp) {
+            start_time = now.clone();
+        }
+    }
+    let upgrade = |state| {
+        Some(UpgradeStatus { from: current.clone(), to: target.clone(), start_time: start_time.clone(), state })
+    };
     let timeout = spec.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok()).unwrap_or(DEFAULT_TIMEOUT);
     let elapsed = now.0.duration_since(start_time.0).try_into().unwrap_or(Duration::ZERO);
     if elapsed < timeout {
@@ -223,28 +257,28 @@ mod tests {
 
     #[test]
     fn the_first_image_and_an_unchanged_image_are_no_upgrade() {
-        assert_eq!(plan(&database("postgres:17", None, None), pg(), None, &at(0)).upgrade, None);
-        assert_eq!(plan(&database("postgres:17", Some("postgres:17"), None), pg(), None, &at(0)).upgrade, None);
+        assert_eq!(plan(&database("postgres:17", None, None), pg(), None, &at(0), None).upgrade, None);
+        assert_eq!(plan(&database("postgres:17", Some("postgres:17"), None), pg(), None, &at(0), None).upgrade, None);
     }
 
     #[test]
     fn a_new_minor_image_rolls_until_the_timeout_then_fails_or_rolls_back() {
         let db = database("postgres:17.2", Some("postgres:17"), None);
-        let started = plan(&db, pg(), None, &at(100));
+        let started = plan(&db, pg(), None, &at(100), None);
         assert_eq!(started.image, "postgres:17.2");
         assert_eq!(started.upgrade.as_ref().unwrap().state, UpgradeState::Upgrading);
         assert_eq!(started.recheck_after, Some(DEFAULT_TIMEOUT));
 
         let mut db = db;
         db.status.as_mut().unwrap().upgrade = started.upgrade.clone();
-        let later = plan(&db, pg(), None, &at(100 + 590));
+        let later = plan(&db, pg(), None, &at(100 + 590), None);
         assert_eq!(later.upgrade.as_ref().unwrap().start_time, at(100), "the start is kept");
         assert_eq!(later.recheck_after, Some(Duration::from_secs(10)));
-        let failed = plan(&db, pg(), None, &at(100 + 600));
+        let failed = plan(&db, pg(), None, &at(100 + 600), None);
         assert_eq!((failed.image.as_str(), failed.upgrade.unwrap().state), ("postgres:17.2", UpgradeState::Failed));
 
         db.spec.upgrade = Some(UpgradeSpec { policy: Some(UpgradePolicy::Rollback), ..Default::default() });
-        let rolled_back = plan(&db, pg(), None, &at(100 + 600));
+        let rolled_back = plan(&db, pg(), None, &at(100 + 600), None);
         assert_eq!(
             (rolled_back.image.as_str(), rolled_back.upgrade.unwrap().state),
             ("postgres:17", UpgradeState::RolledBack)
@@ -253,13 +287,13 @@ mod tests {
 
     #[test]
     fn a_new_major_version_is_refused_unless_allowed() {
-        let refused = plan(&database("postgres:17", Some("postgres:16.4"), None), pg(), None, &at(0));
+        let refused = plan(&database("postgres:17", Some("postgres:16.4"), None), pg(), None, &at(0), None);
         assert_eq!((refused.image.as_str(), refused.upgrade.unwrap().state), ("postgres:16.4", UpgradeState::Refused));
         let allowed = UpgradeSpec { allow_major: Some(true), ..Default::default() };
-        let rolled = plan(&database("postgres:17", Some("postgres:16.4"), Some(allowed)), pg(), None, &at(0));
+        let rolled = plan(&database("postgres:17", Some("postgres:16.4"), Some(allowed)), pg(), None, &at(0), None);
         assert_eq!((rolled.image.as_str(), rolled.upgrade.unwrap().state), ("postgres:17", UpgradeState::Upgrading));
         // A generic Database has no engine, so no major version.
-        let generic = plan(&database("web:2", Some("web:1"), None), None, None, &at(0));
+        let generic = plan(&database("web:2", Some("web:1"), None), None, None, &at(0), None);
         assert_eq!(generic.upgrade.unwrap().state, UpgradeState::Upgrading);
     }
 
@@ -269,5 +303,23 @@ mod tests {
         assert_eq!(mysql.major_version("8.0.39").as_deref(), Some("8.0"));
         assert_ne!(mysql.major_version("8.0.39"), mysql.major_version("8.4"));
         assert_eq!(of(EngineKind::Postgres).major_version("16.4-bookworm").as_deref(), Some("16"));
+    }
+
+    #[test]
+    fn with_backup_first_the_rollout_waits_for_the_backup_and_times_from_its_end() {
+        let first = UpgradeSpec { backup_first: Some(true), ..Default::default() };
+        let mut db = database("postgres:17.2", Some("postgres:17"), Some(first));
+        let waiting = plan(&db, pg(), None, &at(0), None);
+        assert_eq!(
+            (waiting.image.as_str(), waiting.upgrade.clone().unwrap().state),
+            ("postgres:17", UpgradeState::BackingUp)
+        );
+        db.status.as_mut().unwrap().upgrade = waiting.upgrade;
+        let failed = plan(&db, pg(), None, &at(50), Some(BackupPhase::Failed));
+        assert_eq!((failed.image.as_str(), failed.upgrade.unwrap().state), ("postgres:17", UpgradeState::BackupFailed));
+        let rolling = plan(&db, pg(), None, &at(100), Some(BackupPhase::Completed));
+        let upgrade = rolling.upgrade.unwrap();
+        assert_eq!((rolling.image.as_str(), upgrade.state), ("postgres:17.2", UpgradeState::Upgrading));
+        assert_eq!(upgrade.start_time, at(100), "the timeout counts from the backup's end");
     }
 }

@@ -146,6 +146,9 @@ pub struct PodSpecView {
     /// The containers.
     #[serde(default)]
     pub containers: Vec<ContainerView>,
+    /// The init containers (a restore's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_containers: Option<Vec<ContainerView>>,
     /// The pod's security context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<Box<PodSecurityContext>>,
@@ -175,6 +178,9 @@ pub struct ContainerView {
     /// Its arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<String>>,
+    /// Its command (an init container's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
     /// Where its volumes are mounted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_mounts: Option<Vec<VolumeMount>>,
@@ -470,7 +476,10 @@ mod tests {
         for engine in engines {
             let mut db = database();
             db.spec.engine = engine;
-            let deployment = children::deployment(&db);
+            let mut deployment = children::deployment(&db);
+            if let Some(engine) = children::engine_of(&db) {
+                crate::database::backups::with_restore(&mut deployment, engine, "orders-1");
+            }
             let service = children::service(&db);
             let claim = crate::database::volume::claim(&db, None);
             let deployment_view: DeploymentView = through(&deployment);

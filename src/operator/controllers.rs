@@ -46,6 +46,7 @@ impl Controllers {
         let jobs = factory.informer_selected::<Job>(database::LABEL_SELECTOR);
         let backups = factory.informer::<DatabaseBackup>();
         backups.add_indexer(backup::BY_DATABASE, Arc::new(backup::by_database));
+        databases.add_indexer(database::backups::BY_RESTORE_SOURCE, Arc::new(database::backups::by_restore_source));
 
         let queue = |name: &str| {
             RateLimitingQueue::with_config(
@@ -58,6 +59,7 @@ impl Controllers {
             services: services.store(),
             claims: claims.store(),
             secrets: secrets.store(),
+            backups: backups.store(),
         };
         let database_reconciler = DatabaseReconciler::new(client.clone(), stores, recorder.clone());
         let database = controller::Builder::new("database", databases.clone())
@@ -69,6 +71,8 @@ impl Controllers {
             // changes or goes away, the Database must be looked at again.
             .watches(deployments, same_name_database(&databases))
             .watches(services, same_name_database(&databases))
+            // A restore waits for its backup, an upgrade for the backup taken before it.
+            .watches(backups.clone(), database::backups::databases_waiting_for(databases.store()))
             .workers(settings.workers)
             .cache_sync_timeout(settings.cache_sync_timeout)
             .queue(queue("database"))

@@ -102,3 +102,179 @@ async fn a_backup_of_a_database_without_an_engine_fails_and_says_why() {
     assert!(status.message.unwrap().contains("has no engine"));
     assert!(Api::<Job>::namespaced(client, &ns.name).get_opt("web-1").await.unwrap().is_none(), "no Job");
 }
+
+async fn ready_postgres(databases: &Api<Database>, name: &str) {
+    let db = Database::new(name, DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
+    databases.create(&PostParams::default(), &db).await.unwrap();
+    wait_until(&format!("{name} to be Ready"), CONVERGE, || async {
+        (databases.get(name).await.ok()?.status?.phase? == Phase::Ready).then_some(())
+    })
+    .await;
+}
+
+fn restored_from(name: &str, engine: EngineKind, image: &str, backup: &str) -> Database {
+    let mut db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(engine));
+    db.spec.restore_from = Some(database_operator::database::RestoreFrom { backup: backup.into() });
+    db
+}
+
+#[tokio::test]
+async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_starts() {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "restore").await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    ready_postgres(&databases, "orders").await;
+
+    // Restored from a backup that does not exist yet: it waits, without a pod.
+    databases
+        .create(&PostParams::default(), &restored_from("copy", EngineKind::Postgres, "postgres:17", "orders-1"))
+        .await
+        .unwrap();
+    let waiting = wait_until("the copy to wait for its backup", CONVERGE, || async {
+        let db = databases.get("copy").await.ok()?;
+        let status = db.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Progressing" && c.reason == "WaitingForBackup")
+    })
+    .await;
+    assert!(waiting.message.contains("orders-1"), "{}", waiting.message);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    assert!(deployments.get_opt("copy").await.unwrap().is_none(), "no pod before the backup is there");
+
+    backups.create(&PostParams::default(), &backup::backup("orders-1", "orders")).await.unwrap();
+    let restored = wait_until("the copy to be restored and Ready", CONVERGE, || async {
+        let db = databases.get("copy").await.ok()?;
+        let status = db.status.clone()?;
+        (status.restored_from.as_deref() == Some("orders-1") && status.phase == Some(Phase::Ready)).then_some(db)
+    })
+    .await;
+    assert_eq!(restored.status.unwrap().endpoint.as_deref(), Some(format!("copy.{}.svc:5432", ns.name).as_str()));
+    // The first pod ran the restore before the server: its ReplicaSet's template has it.
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns.name);
+    let first = replica_sets
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|rs| {
+            rs.metadata.owner_references.iter().flatten().any(|o| o.name == "copy")
+                && rs
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+                    .map(String::as_str)
+                    == Some("1")
+        })
+        .expect("the Deployment's first ReplicaSet");
+    let pod = first.spec.unwrap().template.unwrap().spec.unwrap();
+    let init = &pod.init_containers.as_ref().expect("an init container")[0];
+    assert_eq!(init.name, "restore");
+    assert!(init.command.as_ref().unwrap()[2].contains("pg_restore"), "{:?}", init.command);
+    let claim = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find_map(|v| v.persistent_volume_claim.as_ref().filter(|c| c.claim_name == "orders-1"));
+    assert!(claim.is_some_and(|c| c.read_only == Some(true)), "the backup's claim, read-only");
+    // Once restored, the restore leaves the pod: the backup may go.
+    wait_until("the restore to leave the pod template", CONVERGE, || async {
+        let deployment = deployments.get("copy").await.ok()?;
+        deployment.spec?.template.spec?.init_containers.is_none().then_some(())
+    })
+    .await;
+
+    // A dump of postgres cannot restore a redis.
+    databases
+        .create(&PostParams::default(), &restored_from("cache", EngineKind::Redis, "redis:7.4", "orders-1"))
+        .await
+        .unwrap();
+    let mismatch = wait_until("the redis restore to be refused", CONVERGE, || async {
+        let status = databases.get("cache").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
+    })
+    .await;
+    assert_eq!(mismatch.reason, "RestoreEngineMismatch", "{}", mismatch.message);
+}
+
+#[tokio::test]
+async fn a_schedule_takes_backups_and_keeps_only_the_newest() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "schedule").await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    ready_postgres(&databases, "orders").await;
+    // Every two seconds (six fields: seconds first), keep two.
+    let schedule = json!({"spec": {"backup": {"schedule": "*/2 * * * * *", "keep": 2}}});
+    databases.patch("orders", &PatchParams::default(), &Patch::Merge(&schedule)).await.unwrap();
+
+    let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    wait_until("three scheduled backups, and only two finished ones kept", CONVERGE, || async {
+        let list = backups.list(&Default::default()).await.ok()?.items;
+        let mut seen = seen.lock().unwrap();
+        seen.extend(list.iter().filter_map(|b| b.metadata.name.clone()));
+        let finished =
+            list.iter().filter(|b| b.status.as_ref().and_then(|s| s.phase).is_some_and(BackupPhase::is_finished));
+        (seen.len() >= 3 && finished.count() <= 2).then_some(())
+    })
+    .await;
+    let seen = seen.into_inner().unwrap();
+    let db = databases.get("orders").await.unwrap();
+    let status = db.status.unwrap();
+    assert!(status.last_scheduled_backup.is_some());
+    let scheduled = status.conditions.iter().find(|c| c.type_ == "BackupScheduled").unwrap();
+    assert_eq!((scheduled.status.as_str(), scheduled.reason.as_str()), ("True", "Scheduled"));
+    assert!(seen.iter().all(|name| name.starts_with("orders-")), "{seen:?}");
+
+    // A schedule that passes the schema's field count but is no schedule: said so.
+    let invalid = json!({"spec": {"backup": {"schedule": "61 * * * *"}}});
+    databases.patch("orders", &PatchParams::default(), &Patch::Merge(&invalid)).await.unwrap();
+    let condition = wait_until("the schedule to be reported invalid", CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "BackupScheduled" && c.status == "False")
+    })
+    .await;
+    assert_eq!(condition.reason, "InvalidSchedule");
+}
+
+#[tokio::test]
+async fn an_upgrade_with_backup_first_rolls_only_after_its_backup_completed() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "backup-first").await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    ready_postgres(&databases, "orders").await;
+    let upgrade = json!({"spec": {"image": "postgres:17.2", "upgrade": {"backupFirst": true}}});
+    databases.patch("orders", &PatchParams::default(), &Patch::Merge(&upgrade)).await.unwrap();
+    let db = wait_until("postgres:17.2 to be the current image", CONVERGE, || async {
+        let db = databases.get("orders").await.ok()?;
+        (db.status.as_ref()?.current_image.as_deref() == Some("postgres:17.2")).then_some(db)
+    })
+    .await;
+    let taken = backups.list(&Default::default()).await.unwrap().items;
+    let pre = taken.iter().find(|b| b.metadata.name.as_deref().is_some_and(|n| n.starts_with("orders-pre-upgrade-")));
+    let pre = pre.expect("a backup taken before the upgrade");
+    let status = pre.status.clone().unwrap();
+    assert_eq!(
+        (status.phase, status.image.as_deref()),
+        (Some(BackupPhase::Completed), Some("postgres:17")),
+        "of the old image"
+    );
+    assert!(db.status.unwrap().upgrade.is_none(), "the upgrade is over");
+    // The new image's ReplicaSet was made after the backup completed: the rollout waited.
+    let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(client.clone(), &ns.name);
+    let rolled = replica_sets.list(&Default::default()).await.unwrap().items.into_iter().find(|rs| {
+        rs.spec.as_ref().and_then(|s| s.template.as_ref()?.spec.as_ref()?.containers.first()?.image.clone()).as_deref()
+            == Some("postgres:17.2")
+    });
+    let created = rolled.expect("the new image's ReplicaSet").metadata.creation_timestamp.unwrap();
+    assert!(created.0 >= status.completion_time.unwrap().0, "rolled at {created:?}, before the backup completed");
+}
