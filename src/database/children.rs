@@ -289,4 +289,16 @@ mod tests {
         let service = service(&db).spec.unwrap().ports.unwrap().remove(0);
         assert_eq!((service.name.as_deref(), service.port), (Some("postgres"), 5432));
     }
+
+    /// A Database without an engine is byte-for-byte what it was before engines existed: the
+    /// JSON below was printed by the operator of that time (commit 8e2cebb) for this Database.
+    #[test]
+    fn a_generic_database_s_children_are_byte_for_byte_those_from_before_engines() {
+        let db = database(Size::Medium);
+        assert_eq!(
+            serde_json::to_string(&deployment(&db)).unwrap(),
+            include_str!("testdata/generic-deployment.json").trim()
+        );
+        assert_eq!(serde_json::to_string(&service(&db)).unwrap(), include_str!("testdata/generic-service.json").trim());
+    }
 }

@@ -23,6 +23,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube_client::Client;
@@ -50,6 +51,15 @@ pub enum Error {
     #[error("writing {what} failed: {source}")]
     Write {
         /// What was being written, e.g. `Deployment shop/orders`.
+        what: String,
+        /// The client's error.
+        #[source]
+        source: kube_client::Error,
+    },
+    /// A read the cache cannot answer failed.
+    #[error("reading {what} failed: {source}")]
+    Read {
+        /// What was being read.
         what: String,
         /// The client's error.
         #[source]
@@ -303,9 +313,12 @@ impl DatabaseReconciler {
             Some(claim) if !volume::is_ours(claim, db) => {
                 return Ok(Err(Blocker::NotOwned { kind: "PersistentVolumeClaim", name: volume::claim_name(db) }));
             }
-            Some(_) => {
+            Some(claim) => {
                 if let Err(message) = self.ensure(db, volume::claim(db, live.as_deref()), live.clone()).await? {
                     return Ok(Err(rejected(db, "PersistentVolumeClaim", message)));
+                }
+                if let Some(blocker) = self.missing_storage_class(db, claim).await? {
+                    return Ok(Err(blocker));
                 }
             }
             None => {
@@ -315,6 +328,25 @@ impl DatabaseReconciler {
             }
         }
         Ok(Ok(()))
+    }
+
+    /// Whether a claim that waits to be bound waits for a StorageClass that does not exist
+    /// (the claim's own events say so too, but the Database is where a user looks). A read the
+    /// operator may not make (the namespaced RBAC grants no cluster-scoped reads) tells nothing.
+    async fn missing_storage_class(
+        &self,
+        db: &Database,
+        claim: &PersistentVolumeClaimView,
+    ) -> Result<Option<Blocker>, Error> {
+        let wanted = db.spec.storage.as_ref().and_then(|s| s.storage_class_name.clone());
+        let (Some(name), Some("Pending")) = (wanted, claim.phase()) else { return Ok(None) };
+        let classes: Api<StorageClass> = Api::all(self.client.clone());
+        match classes.get_opt(&name).await {
+            Ok(None) => Ok(Some(Blocker::MissingStorageClass { name })),
+            Ok(Some(_)) => Ok(None),
+            Err(kube_client::Error::Api(status)) if status.code == 403 => Ok(None),
+            Err(source) => Err(Error::Read { what: format!("StorageClass {name}"), source }),
+        }
     }
 
     /// Creates a child that is absent from its (label-filtered) cache. A 409 means an object
@@ -347,7 +379,7 @@ impl DatabaseReconciler {
                 let existing = api
                     .get_metadata(&name)
                     .await
-                    .map_err(|source| Error::Write { what: format!("{kind} {name}"), source })?;
+                    .map_err(|source| Error::Read { what: format!("{kind} {name}"), source })?;
                 if children::is_controlled_by(&existing, db) {
                     Ok(Ok(()))
                 } else {

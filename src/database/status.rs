@@ -59,6 +59,11 @@ pub enum Blocker {
         /// Why.
         message: String,
     },
+    /// The claim names a StorageClass that does not exist: nothing will provision it.
+    MissingStorageClass {
+        /// The StorageClass.
+        name: String,
+    },
     /// The Deployment exists but cannot run its pods: its `ReplicaFailure` condition is
     /// True (e.g. pods forbidden by a ResourceQuota or rejected by admission), or its
     /// rollout exceeded its progress deadline.
@@ -94,6 +99,7 @@ impl Blocker {
             Blocker::NotOwned { .. } => "ResourceExists",
             Blocker::Rejected { .. } => "InvalidSpec",
             Blocker::Waiting { reason, .. } | Blocker::Unrestorable { reason, .. } => reason,
+            Blocker::MissingStorageClass { .. } => "StorageClassNotFound",
             Blocker::DeploymentFailing { reason, .. } => reason,
         }
     }
@@ -114,6 +120,11 @@ impl Blocker {
                 format!("the {kind} for this spec was rejected by the API server: {message}; fix the Database spec")
             }
             Blocker::Waiting { message, .. } | Blocker::Unrestorable { message, .. } => message.clone(),
+            Blocker::MissingStorageClass { name } => format!(
+                "StorageClass {name:?} (spec.storage.storageClassName) does not exist, so the claim cannot be provisioned; \
+                 create it, or create the Database again with a class that exists (kubectl get storageclass): a \
+                 claim's class cannot change"
+            ),
             Blocker::DeploymentFailing { message, .. } => {
                 format!("the Deployment cannot run the database: {message}")
             }

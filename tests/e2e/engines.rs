@@ -346,3 +346,28 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
         }
     }
 }
+
+/// What only the cluster can refuse: a StorageClass that does not exist. The Database says
+/// so with the real cause, instead of waiting in silence for a claim nothing will provision.
+#[tokio::test]
+async fn a_storage_class_that_does_not_exist_is_reported_with_its_name() {
+    let f = fixture("no-class").await;
+    let mut db = engine_database("orders", EngineKind::Postgres, "postgres:17");
+    db.spec.storage = Some(Storage { storage_class_name: Some("no-such-class".into()), ..Default::default() });
+    f.databases.create(&PostParams::default(), &db).await.unwrap();
+    let degraded = wait_until("the Database to report the missing class", CONVERGE, || async {
+        let status = f.databases.get("orders").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
+    })
+    .await;
+    assert_eq!(degraded.reason, "StorageClassNotFound");
+    assert!(degraded.message.contains("no-such-class"), "{}", degraded.message);
+    let events: Api<k8s_openapi::api::events::v1::Event> = f.api();
+    let warned = wait_until("a Warning event", CONVERGE, || async {
+        let list = events.list(&Default::default()).await.ok()?.items;
+        list.into_iter()
+            .find(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("StorageClassNotFound"))
+    })
+    .await;
+    assert!(warned.note.unwrap_or_default().contains("no-such-class"));
+}

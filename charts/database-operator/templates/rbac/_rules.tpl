@@ -27,6 +27,11 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 - apiGroups: ["example.com"]
   resources: ["databasebackups/status"]
   verbs: ["patch"]
+# A claim that waits to be bound: does its StorageClass exist? (In a namespaced Role this
+# rule grants nothing, StorageClasses being cluster-scoped; the operator then does not tell.)
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get"]
 # The dump Jobs of DatabaseBackups: cached only when labelled, created once.
 - apiGroups: ["batch"]
   resources: ["jobs"]
