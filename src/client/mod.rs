@@ -287,4 +287,39 @@ mod tests {
         assert_eq!(arrivals.lock().unwrap().len(), 16);
         assert_eq!(metrics.requests(Some(429), &Method::GET, &address.to_string()), 16);
     }
+
+    /// kubectl's rule for a KUBECONFIG list: files merged in order, the first to set a value
+    /// wins, and the clusters, users and contexts of all of them are there.
+    #[tokio::test]
+    async fn a_list_of_kubeconfigs_is_merged_as_kubectl_merges_it() {
+        let dir = std::env::temp_dir().join(format!("database-operator-kubeconfigs-{:08x}", rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, cluster: &str, server: &str, current: &str| {
+            let path = dir.join(name);
+            let text = format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: {current}\nclusters:\n- name: {cluster}\n  cluster:\n    server: {server}\n\
+                 contexts:\n- name: {cluster}\n  context:\n    cluster: {cluster}\n    user: u\nusers:\n- name: u\n  user: {{}}\n"
+            );
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let first = file("first", "one", "https://one.example:6443", "one");
+        let second = file("second", "two", "https://two.example:6443", "two");
+        let list = std::env::join_paths([&first, &second]).unwrap();
+
+        let (config, source) = load_config(Some(&list), None).await.unwrap();
+        assert_eq!(
+            config.cluster_url.to_string(),
+            "https://one.example:6443/",
+            "the first file's current context wins"
+        );
+        assert_eq!(source, Source::Kubeconfig { paths: vec![first.clone(), second.clone()], context: None });
+        let (config, _) = load_config(Some(&list), Some("two")).await.unwrap();
+        assert_eq!(
+            config.cluster_url.to_string(),
+            "https://two.example:6443/",
+            "the second file's context is there too"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

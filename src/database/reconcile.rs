@@ -386,7 +386,10 @@ impl DatabaseReconciler {
                     Ok(Err(Blocker::NotOwned { kind: kind_name(&kind), name }))
                 }
             }
-            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 || is_quota(&status) => {
+            Err(kube_client::Error::Api(status)) if is_quota(&status) => {
+                Ok(Err(Blocker::QuotaExceeded { kind: kind_name(&kind), message: status.message }))
+            }
+            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 => {
                 Ok(Err(rejected(db, kind_name(&kind), status.message)))
             }
             Err(source) => Err(Error::Write { what: format!("{kind} {name}"), source }),

@@ -59,6 +59,13 @@ pub enum Blocker {
         /// Why.
         message: String,
     },
+    /// A ResourceQuota of the namespace refuses the child.
+    QuotaExceeded {
+        /// `PersistentVolumeClaim`, `Secret`, ...
+        kind: &'static str,
+        /// The quota's own message.
+        message: String,
+    },
     /// The claim names a StorageClass that does not exist: nothing will provision it.
     MissingStorageClass {
         /// The StorageClass.
@@ -100,6 +107,7 @@ impl Blocker {
             Blocker::Rejected { .. } => "InvalidSpec",
             Blocker::Waiting { reason, .. } | Blocker::Unrestorable { reason, .. } => reason,
             Blocker::MissingStorageClass { .. } => "StorageClassNotFound",
+            Blocker::QuotaExceeded { .. } => "QuotaExceeded",
             Blocker::DeploymentFailing { reason, .. } => reason,
         }
     }
@@ -120,6 +128,10 @@ impl Blocker {
                 format!("the {kind} for this spec was rejected by the API server: {message}; fix the Database spec")
             }
             Blocker::Waiting { message, .. } | Blocker::Unrestorable { message, .. } => message.clone(),
+            Blocker::QuotaExceeded { kind, message } => format!(
+                "the {kind} for this Database is refused by the namespace's quota: {message}; raise the quota or free \
+                 some of it (kubectl describe resourcequota)"
+            ),
             Blocker::MissingStorageClass { name } => format!(
                 "StorageClass {name:?} (spec.storage.storageClassName) does not exist, so the claim cannot be provisioned; \
                  create it, or create the Database again with a class that exists (kubectl get storageclass): a \

@@ -371,3 +371,30 @@ async fn a_storage_class_that_does_not_exist_is_reported_with_its_name() {
     .await;
     assert!(warned.note.unwrap_or_default().contains("no-such-class"));
 }
+
+/// What only the cluster can refuse: a ResourceQuota that allows no claim. The Database says
+/// so in the quota's own words.
+#[tokio::test]
+async fn a_quota_that_refuses_the_claim_is_reported_in_its_own_words() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let f = fixture("quota").await;
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-claims"},
+        "spec": {"hard": {"persistentvolumeclaims": "0"}}});
+    let quotas: Api<ResourceQuota> = f.api();
+    quotas.create(&PostParams::default(), &serde_json::from_value(quota).unwrap()).await.unwrap();
+    wait_until("the quota controller to count the namespace", CONVERGE, || async {
+        quotas.get("no-claims").await.ok()?.status?.hard.map(|_| ())
+    })
+    .await;
+    f.databases
+        .create(&PostParams::default(), &engine_database("orders", EngineKind::Postgres, "postgres:17"))
+        .await
+        .unwrap();
+    let degraded = wait_until("the Database to report the quota", CONVERGE, || async {
+        let status = f.databases.get("orders").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
+    })
+    .await;
+    assert_eq!(degraded.reason, "QuotaExceeded");
+    assert!(degraded.message.contains("exceeded quota: no-claims"), "{}", degraded.message);
+}
