@@ -10,10 +10,28 @@
 //! Publishing is best effort and off the reconcile's path: [`Recorder::publish`] queues the
 //! event and returns; one background task per recorder writes the queue in order (so series
 //! are counted right) and logs failures. A reconcile never waits for, nor fails on, an event.
+//!
+//! Nothing grows without bound, as in client-go's broadcaster and correlator:
+//! - the queue holds at most [`QUEUE_LENGTH`] events; beyond that (the apiserver is slow or
+//!   away) an event is dropped;
+//! - each object may publish a burst of [`SPAM_BURST`] events, then one per
+//!   [`SPAM_PERIOD`] (client-go's spam filter: 25, then one per five minutes); beyond that an
+//!   event is dropped, so one object failing in a loop cannot crowd out the others;
+//!
+//! and both are counted in `events_dropped_total{cause="queue_full"|"spam"}`
+//! ([`Recorder::register_metrics`]). Give the recorder a client of its own (its own request
+//! budget, as controller-runtime's recorder has) so events never wait behind reconciles.
 
 use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -28,6 +46,16 @@ use tracing::warn;
 
 /// How long a published event absorbs its repeats (client-go's isomorphic-event window).
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+/// Events queued for the writer at most (client-go's `maxQueuedEvents`).
+pub const QUEUE_LENGTH: usize = 1000;
+/// Events one object may publish at once (client-go's `defaultSpamBurst`).
+pub const SPAM_BURST: u32 = 25;
+/// After the burst, one event per this period per object (client-go's `defaultSpamQPS`).
+pub const SPAM_PERIOD: Duration = Duration::from_secs(5 * 60);
+/// The spam filter forgets objects whose budget has refilled every this many publishes.
+const SPAM_PRUNE_EVERY: u64 = 1024;
+
+type DropLabels = [(&'static str, &'static str); 1];
 
 /// Normal or Warning, as `kubectl get events` shows in TYPE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,7 +95,32 @@ struct Series {
 /// Publishes events for one controller; cheap to clone.
 #[derive(Clone)]
 pub struct Recorder {
-    queue: mpsc::UnboundedSender<Request>,
+    queue: mpsc::Sender<Request>,
+    spam: Arc<SpamFilter>,
+    dropped: Family<DropLabels, Counter>,
+}
+
+/// A token bucket per object: [`SPAM_BURST`], then one per [`SPAM_PERIOD`].
+struct SpamFilter {
+    buckets: DefaultKeyedRateLimiter<String>,
+    publishes: AtomicU64,
+}
+
+impl SpamFilter {
+    fn new() -> Self {
+        let quota = Quota::with_period(SPAM_PERIOD)
+            .expect("a non-zero period")
+            .allow_burst(NonZeroU32::new(SPAM_BURST).expect("a non-zero burst"));
+        SpamFilter { buckets: RateLimiter::keyed(quota), publishes: AtomicU64::new(0) }
+    }
+
+    /// Whether an event about the object `key` may go out now.
+    fn allows(&self, key: &str) -> bool {
+        if self.publishes.fetch_add(1, Ordering::Relaxed) % SPAM_PRUNE_EVERY == SPAM_PRUNE_EVERY - 1 {
+            self.buckets.retain_recent();
+        }
+        self.buckets.check_key(&key.to_string()).is_ok()
+    }
 }
 
 /// One queued event.
@@ -142,7 +195,7 @@ impl Recorder {
     ///
     /// Outside a Tokio runtime.
     pub fn new(client: Client, controller: &str, instance: &str) -> (Self, JoinHandle<()>) {
-        let (queue, mut requests) = mpsc::unbounded_channel::<Request>();
+        let (queue, mut requests) = mpsc::channel::<Request>(QUEUE_LENGTH);
         let mut writer = Writer {
             client,
             controller: controller.to_string(),
@@ -156,7 +209,26 @@ impl Recorder {
                 }
             }
         });
-        (Self { queue }, task)
+        (Self { queue, spam: Arc::new(SpamFilter::new()), dropped: Family::default() }, task)
+    }
+
+    /// Registers `events_dropped_total{cause}`: events dropped because the queue was full
+    /// (`queue_full`) or their object published too many (`spam`).
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "events_dropped",
+            "Events dropped: queue full, or too many for one object",
+            self.dropped.clone(),
+        );
+        // Both series exist from the start, at 0.
+        for cause in ["queue_full", "spam"] {
+            let _ = self.dropped.get_or_create(&[("cause", cause)]);
+        }
+    }
+
+    /// Events dropped so far for `cause` (`queue_full` or `spam`).
+    pub fn dropped(&self, cause: &'static str) -> u64 {
+        self.dropped.get_or_create(&[("cause", cause)]).get()
     }
 
     /// Queues an event about `regarding`; it is published, or counted into the series of an
@@ -166,6 +238,13 @@ impl Recorder {
         K: Resource<DynamicType = ()>,
     {
         let meta = regarding.meta();
+        let object = meta.uid.clone().unwrap_or_else(|| {
+            format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
+        });
+        if !self.spam.allows(&object) {
+            self.dropped.get_or_create(&[("cause", "spam")]).inc();
+            return;
+        }
         let request = Request {
             regarding: ObjectReference {
                 api_version: Some(K::api_version(&()).to_string()),
@@ -181,8 +260,15 @@ impl Recorder {
             action: action.to_string(),
             note: truncate(note, 1024),
         };
-        // Closed only when the writer task is gone (the runtime shuts down): nothing to do.
-        let _ = self.queue.send(request);
+        match self.queue.try_send(request) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(request)) => {
+                self.dropped.get_or_create(&[("cause", "queue_full")]).inc();
+                warn!(reason = %request.reason, "the event queue is full; dropping an event");
+            }
+            // Closed only when the writer task is gone (the runtime shuts down): nothing to do.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
     }
 }
 
@@ -314,6 +400,53 @@ mod tests {
             assert!(cache.live(&key("absent"), start).is_none());
         }
         assert_eq!(cache.open.len(), 10_000);
+    }
+
+    fn database(name: &str) -> crate::database::Database {
+        let mut db = crate::database::Database::new(
+            name,
+            crate::database::DatabaseSpec::new(crate::database::Size::Small, "postgres:17"),
+        );
+        db.metadata.namespace = Some("ns".into());
+        db.metadata.uid = Some(format!("uid-{name}"));
+        db
+    }
+
+    /// A recorder whose writer never gets to run: the test never yields on a current-thread
+    /// runtime, so whatever is published stays queued.
+    fn stalled() -> Recorder {
+        let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let (recorder, _task) = Recorder::new(Client::try_from(config).unwrap(), "test", "test-0");
+        recorder
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_queue_drops_and_counts_instead_of_growing() {
+        let recorder = stalled();
+        // Many objects, one event each: the spam filter lets every one through.
+        for i in 0..QUEUE_LENGTH + 100 {
+            recorder.publish(&database(&format!("db-{i}")), EventType::Warning, "Failed", "Reconcile", "note");
+        }
+        assert_eq!(recorder.dropped("queue_full"), 100);
+        assert_eq!(recorder.dropped("spam"), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn one_object_publishing_in_a_loop_is_cut_off_after_its_burst_and_others_are_not() {
+        let recorder = stalled();
+        let (noisy, quiet) = (database("noisy"), database("quiet"));
+        for i in 0..SPAM_BURST + 10 {
+            recorder.publish(&noisy, EventType::Warning, &format!("Reason{i}"), "Reconcile", "note");
+        }
+        recorder.publish(&quiet, EventType::Warning, "Failed", "Reconcile", "note");
+        assert_eq!(recorder.dropped("spam"), 10);
+        assert_eq!(recorder.queue.max_capacity() - recorder.queue.capacity(), SPAM_BURST as usize + 1);
+        let mut registry = Registry::default();
+        recorder.register_metrics(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("events_dropped_total{cause=\"spam\"} 10"), "{text}");
+        assert!(text.contains("events_dropped_total{cause=\"queue_full\"} 0"), "{text}");
     }
 
     #[test]

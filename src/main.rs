@@ -53,6 +53,9 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
     // Leader election gets a client of its own: its renewals never wait behind the
     // reconciles' requests, nor sit out a 429's retries past the renew deadline.
     let lease_client = args.leader_elect.then(|| client::for_leases(config.clone(), &request_metrics)).transpose()?;
+    // Events too, with the same limits and a bucket of their own (as controller-runtime's
+    // recorder has its own client): a burst of events never delays a reconcile, nor the reverse.
+    let events_client = client::from_config(config.clone(), limits, &request_metrics)?;
     let client = client::from_config(config, limits, &request_metrics)?;
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
@@ -90,6 +93,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--health-probe-bind-address {e}"))?,
         leader_election,
         lease_client,
+        events_client: Some(events_client),
         request_metrics: Some(request_metrics),
     };
 

@@ -2,7 +2,7 @@
 //! update and delete of ConfigMaps reach the store and the handlers, with paginated and
 //! streaming lists, and through the factory. Each test works in a namespace of its own.
 //! Fault injection (410 Gone, refused streaming, backoff) is unit-tested with a fake in
-//! `src/informer/`.
+//! `src/informer/`; objects that do not decode are tested here too, on a CRD of the test's own.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -247,4 +247,131 @@ async fn an_informer_ended_by_a_panicking_handler_is_reported_and_unsynced() {
     for task in tasks {
         assert!(task.await.unwrap_err().is_panic(), "the panic ended the task");
     }
+}
+
+/// A kind whose stored objects can hold what its Rust type refuses: the CRD preserves any spec,
+/// the type accepts two sizes. That is what a Database stored before a CRD change narrowed
+/// `spec.size` looks like to the operator.
+#[derive(kube_derive::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize)]
+#[kube(
+    group = "informer-test.example.com",
+    version = "v1",
+    kind = "Gadget",
+    namespaced,
+    schema = "disabled",
+    crates(kube_core = "::kube_core")
+)]
+struct GadgetSpec {
+    size: GadgetSize,
+}
+
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum GadgetSize {
+    Small,
+    Large,
+}
+
+/// Installs the Gadget CRD (idempotent: server-side apply) and waits until it is served.
+async fn install_gadget_crd(client: &kube_client::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.informer-test.example.com"},
+        "spec": {"group": "informer-test.example.com", "scope": "Namespaced",
+            "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+    });
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("informer-test").force();
+    crds.patch("gadgets.informer-test.example.com", &params, &Patch::Apply(crd)).await.expect("apply the CRD");
+    let gadgets: Api<Gadget> = Api::all(client.clone());
+    wait_until("the Gadget CRD to be served", || async { gadgets.list(&Default::default()).await.is_ok() }).await;
+}
+
+fn gadget(name: &str, size: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "informer-test.example.com/v1", "kind": "Gadget",
+        "metadata": {"name": name}, "spec": {"size": size}})
+}
+
+/// The value of counter `name` for Gadgets.
+fn gadget_counter(registry: &Registry, name: &str) -> u64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    let prefix = format!("{name}{{resource=\"gadgets.informer-test.example.com\"}} ");
+    let line = text.lines().find_map(|line| line.strip_prefix(&prefix));
+    line.unwrap_or_else(|| panic!("{name} missing from\n{text}")).parse().unwrap()
+}
+
+/// One stored object the type cannot hold: a fresh informer still syncs with every other one
+/// (a restarted operator is a fresh informer), an object that turns bad leaves the cache and
+/// comes back when it is fixed, and the rest of the kind keeps flowing on the same watch.
+async fn one_bad_object_never_blocks_its_kind(mode: InitialListMode) {
+    use kube_core::DynamicObject;
+    let client = client().await;
+    install_gadget_crd(&client).await;
+    let ns = TestNamespace::create(&client, "informer").await;
+    let resource = kube_core::ApiResource::erase::<Gadget>(&());
+    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &resource);
+    let create = |name: &'static str, size: &'static str| {
+        let raw = raw.clone();
+        async move {
+            let obj: DynamicObject = serde_json::from_value(gadget(name, size)).unwrap();
+            raw.create(&PostParams::default(), &obj).await.expect("create a gadget");
+        }
+    };
+    create("first", "small").await;
+    create("bad", "huge").await;
+    create("last", "large").await;
+
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    // Pages of one object: the bad one is a page of its own, between two good ones.
+    let config = Config { initial_list: mode, page_size: 1, metrics: Some(metrics), ..Config::default() };
+    let informer = Arc::new(Informer::new(Api::<Gadget>::namespaced(client.clone(), &ns.name), config));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    informer.wait_for_sync(WAIT).await.expect("the informer syncs past the bad object");
+    let store = informer.store();
+    let key = |name: &str| format!("{}/{name}", ns.name);
+    let mut keys = store.keys();
+    keys.sort();
+    assert_eq!(keys, [key("first"), key("last")]);
+    assert_eq!(gadget_counter(&registry, "informer_undecodable_objects_total"), 1);
+    if mode == InitialListMode::List {
+        assert_eq!(gadget_counter(&registry, "informer_list_errors_total"), 0);
+    }
+
+    // On the watch: `first` turns bad and leaves, `new` arrives after it, `first` comes back.
+    let patch = |size: &str| Patch::Merge(serde_json::json!({"spec": {"size": size}}));
+    raw.patch("first", &PatchParams::default(), &patch("gigantic")).await.expect("patch first");
+    create("new", "small").await;
+    wait_until("new in the store and first gone", || async {
+        store.get(&key("new")).is_some() && store.get(&key("first")).is_none()
+    })
+    .await;
+    raw.patch("first", &PatchParams::default(), &patch("large")).await.expect("fix first");
+    wait_until("first back in the store", || async { store.get(&key("first")).is_some() }).await;
+    assert_eq!(gadget_counter(&registry, "informer_undecodable_objects_total"), 2);
+    assert_eq!(gadget_counter(&registry, "informer_watch_errors_total"), 0, "the watch never failed");
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn one_bad_object_never_blocks_its_kind_with_paginated_lists() {
+    one_bad_object_never_blocks_its_kind(InitialListMode::List).await;
+}
+
+#[tokio::test]
+async fn one_bad_object_never_blocks_its_kind_with_streaming_lists() {
+    if !apiserver_streams_lists().await {
+        return one_bad_object_never_blocks_its_kind(InitialListMode::Auto).await;
+    }
+    one_bad_object_never_blocks_its_kind(InitialListMode::Streaming).await;
 }

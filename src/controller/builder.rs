@@ -94,8 +94,9 @@ where
         let kind = C::kind(&()).to_string();
         let synced = informer.clone();
         self.syncs.push((kind, Box::new(move || synced.has_synced())));
+        let controller = self.name.clone();
         self.wiring.push(Box::new(move |queue| {
-            informer.add_event_handler(Arc::new(Enqueue { queue: queue.clone(), map }));
+            informer.add_event_handler(Arc::new(Enqueue { queue: queue.clone(), map, controller }));
         }));
         self
     }
@@ -279,9 +280,15 @@ where
 struct Enqueue<C> {
     queue: RateLimitingQueue<ObjectKey>,
     map: Mapper<C>,
+    /// The controller's name: the handler's name in metrics.
+    controller: String,
 }
 
 impl<C: Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
+    fn name(&self) -> String {
+        self.controller.clone()
+    }
+
     fn on_add(&self, obj: &Arc<C>) {
         for key in (self.map)(obj) {
             self.queue.add(ObjectKey::from(key));

@@ -115,6 +115,7 @@ pub struct DatabaseReconciler {
     secrets: Store<SecretView>,
     backups: Store<DatabaseBackup>,
     recorder: Recorder,
+    announced: status::Announced,
 }
 
 impl Debug for DatabaseReconciler {
@@ -127,7 +128,17 @@ impl DatabaseReconciler {
     /// A reconciler reading the given caches and writing through `client`.
     pub fn new(client: Client, stores: Stores, recorder: Recorder) -> Self {
         let Stores { databases, deployments, services, claims, secrets, backups } = stores;
-        Self { client, databases, deployments, services, claims, secrets, backups, recorder }
+        Self {
+            client,
+            databases,
+            deployments,
+            services,
+            claims,
+            secrets,
+            backups,
+            recorder,
+            announced: status::Announced::default(),
+        }
     }
 
     async fn reconcile_database(&self, db: &Database) -> Result<Action, Error> {
@@ -199,9 +210,14 @@ impl DatabaseReconciler {
                 }
             }
         };
-        if let Some(blocker) = &blocker {
-            let kind = if matches!(blocker, Blocker::Waiting { .. }) { EventType::Normal } else { EventType::Warning };
-            self.recorder.publish(db, kind, blocker.reason(), "Reconcile", &blocker.message());
+        match &blocker {
+            None => self.announced.forget(&key),
+            Some(blocker) if self.announced.is_news(&key, blocker, db.status.as_ref()) => {
+                let kind =
+                    if matches!(blocker, Blocker::Waiting { .. }) { EventType::Normal } else { EventType::Warning };
+                self.recorder.publish(db, kind, blocker.reason(), "Reconcile", &blocker.message());
+            }
+            Some(_) => {}
         }
         let mut status = status::desired(db, deployment.as_deref(), blocker.as_ref(), &plan, &now);
         if let Restore::From { backup, .. } = &restore
@@ -477,6 +493,7 @@ impl Reconciler for DatabaseReconciler {
 
     async fn reconcile(&self, key: &str) -> Result<Action, Error> {
         let Some(db) = self.databases.get(key) else {
+            self.announced.forget(key);
             debug!("Database is gone; nothing to do");
             return Ok(Action::Done);
         };

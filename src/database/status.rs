@@ -82,7 +82,42 @@ pub enum Blocker {
     },
 }
 
+/// What this process last announced (a Warning or Normal event) for each blocked Database, by
+/// key. The status says it too, once written; this covers the moment between the event and
+/// the status write reaching the cache, when a second reconcile would announce it again.
+/// Bounded by the Databases blocked now: an entry leaves when its Database is unblocked or gone.
+/// Clones share the record.
+#[derive(Clone, Debug, Default)]
+pub struct Announced(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (String, String)>>>);
+
+impl Announced {
+    /// Whether `blocker` is news for the Database `key` whose stored status is `status`:
+    /// neither the status nor this process has said it. Remembers it either way.
+    pub fn is_news(&self, key: &str, blocker: &Blocker, status: Option<&DatabaseStatus>) -> bool {
+        let said = (blocker.reason().to_string(), blocker.message());
+        let mut announced = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let news = !blocker.reported_in(status) && announced.get(key) != Some(&said);
+        announced.insert(key.to_string(), said);
+        news
+    }
+
+    /// The Database `key` is no longer blocked, or gone.
+    pub fn forget(&self, key: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(key);
+    }
+}
+
 impl Blocker {
+    /// Whether `status` already reports this blocker (a true condition with its reason and
+    /// message): a Database that stays blocked for the same reason gets one event, not one
+    /// per reconcile.
+    pub fn reported_in(&self, status: Option<&DatabaseStatus>) -> bool {
+        let (reason, message) = (self.reason(), self.message());
+        status.is_some_and(|s| {
+            s.conditions.iter().any(|c| c.status == "True" && c.reason == reason && c.message == message)
+        })
+    }
+
     /// The Blocker a Deployment's own conditions report, if any.
     pub fn from_deployment(deployment: &DeploymentView) -> Option<Self> {
         let conditions = deployment.status.as_ref()?.conditions.as_ref()?;
@@ -417,6 +452,37 @@ mod tests {
         let degraded = condition(&status, "Degraded");
         assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "ResourceExists"));
         assert!(degraded.message.contains("not managed by this Database"), "{}", degraded.message);
+    }
+
+    #[test]
+    fn a_blocker_is_news_once_until_it_changes_or_goes_away() {
+        let announced = Announced::default();
+        let blocker = Blocker::NotOwned { kind: "Deployment", name: "orders".into() };
+        assert!(announced.is_news("ns/orders", &blocker, None));
+        assert!(!announced.is_news("ns/orders", &blocker, None), "the status write has not reached the cache yet");
+        assert!(announced.is_news("ns/other", &blocker, None));
+        let other = Blocker::NotOwned { kind: "Service", name: "orders".into() };
+        assert!(announced.is_news("ns/orders", &other, None));
+        announced.forget("ns/orders");
+        assert!(announced.is_news("ns/orders", &other, None), "blocked again after a recovery");
+        let status = desired(&database(), None, Some(&other), &steady(), &time(10));
+        assert!(
+            !Announced::default().is_news("ns/orders", &other, Some(&status)),
+            "a restarted operator reads the status"
+        );
+    }
+
+    #[test]
+    fn a_blocker_is_reported_once_until_its_reason_or_message_changes() {
+        let blocker = Blocker::NotOwned { kind: "Deployment", name: "orders".into() };
+        assert!(!blocker.reported_in(None));
+        let status = desired(&database(), None, Some(&blocker), &steady(), &time(10));
+        assert!(blocker.reported_in(Some(&status)));
+        let other = Blocker::NotOwned { kind: "Service", name: "orders".into() };
+        assert!(!other.reported_in(Some(&status)), "another message is news");
+        let waiting = Blocker::Waiting { reason: "WaitingForBackup", message: "m".into() };
+        let status = desired(&database(), None, Some(&waiting), &steady(), &time(10));
+        assert!(waiting.reported_in(Some(&status)), "a wait is reported in Progressing");
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use kube_core::Status;
 
+use super::decode::Undecodable;
+
 /// Why a list, a watch or a wait for the cache failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -24,6 +26,11 @@ pub enum Error {
     /// The request got no usable answer: connection, TLS, or a body that does not decode.
     #[error("request to the apiserver failed: {0}")]
     Transport(#[source] kube_client::Error),
+
+    /// One object of a watch did not decode as the informer's type. The watch goes on: the
+    /// object is logged, counted and treated as absent (see [`Undecodable`]).
+    #[error("{0}")]
+    Undecodable(Box<Undecodable>),
 
     /// A watch closed within a second without delivering a single event (client-go's "very short
     /// watch"); retrying at once would spin, so it is backed off like any failure.

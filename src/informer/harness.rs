@@ -65,6 +65,11 @@ impl Harness {
         [m.lists.get(), m.list_errors.get(), m.watches.get(), m.relists.get(), m.watch_errors.get()]
     }
 
+    /// `informer_undecodable_objects_total` of this informer.
+    pub(crate) fn undecodable(&self) -> u64 {
+        self.metrics.for_resource("configmaps").undecodable.get()
+    }
+
     pub(crate) fn sorted_keys(&self) -> Vec<String> {
         let mut keys = self.informer.store().keys();
         keys.sort();

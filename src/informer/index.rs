@@ -99,13 +99,18 @@ impl<K> Indices<K> {
 
     /// Moves `key` from the values `old` is filed under to the values `new` is filed under.
     pub(crate) fn update(&mut self, key: &str, old: Option<&K>, new: Option<&K>) {
+        // Every function runs before anything changes: one that panics leaves every index as it
+        // was (and the store, which changes its items after this, consistent).
+        let mut changes = Vec::new();
         for (name, func) in &self.funcs {
             let old_values = old.map(|obj| func(obj)).unwrap_or_default();
             let new_values = new.map(|obj| func(obj)).unwrap_or_default();
             // Most updates (status, annotations) do not move the object: skip the map work.
-            if old_values == new_values {
-                continue;
+            if old_values != new_values {
+                changes.push((name.clone(), old_values, new_values));
             }
+        }
+        for (name, old_values, new_values) in changes {
             let index = self.values.entry(name.clone()).or_default();
             for value in old_values.iter().filter(|v| !new_values.contains(v)) {
                 if let Some(keys) = index.get_mut(value) {
@@ -119,7 +124,7 @@ impl<K> Indices<K> {
                 index.entry(value).or_default().insert(key.to_string());
             }
             if index.is_empty() {
-                self.values.remove(name);
+                self.values.remove(&name);
             }
         }
     }

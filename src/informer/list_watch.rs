@@ -5,19 +5,24 @@
 //! real apiserver produces only now and then. It is implemented for [`kube_client::Api`], and for
 //! a plain URL on a [`kube_client::Client`] (what the [`Factory`](super::Factory) uses, since it
 //! must reach any kind, namespaced or not, with or without a namespace).
+//!
+//! Both decode [one object at a time](super::decode): a list item or watch event that does not
+//! decode is set aside and the rest flows (kube-client's own `Api::list` and `Api::watch` decode
+//! whole bodies, so `Api` goes through the URL implementation here).
 
 use std::fmt;
 use std::marker::PhantomData;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures::{AsyncBufReadExt, FutureExt, StreamExt};
 use kube_client::{Api, Client};
 use kube_core::params::{ListParams, WatchParams};
 use kube_core::{ObjectList, Request, Resource, WatchEvent};
 use serde::de::DeserializeOwned;
 
 use super::Error;
+use super::decode::{self, Undecodable};
 
 /// The events of one watch, until the apiserver closes it.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
@@ -31,6 +36,8 @@ pub struct ListPage<K> {
     pub resource_version: Option<String>,
     /// The token for the next page (`metadata.continue`); `None` or empty on the last page.
     pub continue_token: Option<String>,
+    /// The items of this page that did not decode as `K`, named by their metadata.
+    pub undecodable: Vec<Undecodable>,
 }
 
 impl<K: Clone> From<ObjectList<K>> for ListPage<K> {
@@ -39,6 +46,7 @@ impl<K: Clone> From<ObjectList<K>> for ListPage<K> {
             items: list.items,
             resource_version: list.metadata.resource_version,
             continue_token: list.metadata.continue_,
+            undecodable: Vec::new(),
         }
     }
 }
@@ -66,7 +74,7 @@ where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
 {
     fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
-        async move { Ok(Api::list(self, params).await?.into()) }.boxed()
+        async move { UrlListWatch::from_api(self).list(params).await }.boxed()
     }
 
     fn watch<'a>(
@@ -74,11 +82,7 @@ where
         params: &'a WatchParams,
         resource_version: &'a str,
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
-        async move {
-            let stream = Api::watch(self, params, resource_version).await?;
-            Ok(stream.map(|event| event.map_err(Error::from)).boxed())
-        }
-        .boxed()
+        async move { UrlListWatch::from_api(self).watch(params, resource_version).await }.boxed()
     }
 }
 
@@ -102,12 +106,57 @@ impl<K: Resource<DynamicType = ()>> UrlListWatch<K> {
         let namespace = namespace.filter(|ns| !ns.is_empty() && is_namespaced::<K>());
         UrlListWatch { client, request: Request::new(K::url_path(&(), namespace)), _kind: PhantomData }
     }
+}
+
+impl<K: Resource + Clone> UrlListWatch<K> {
+    /// The collection `api` addresses, through its client.
+    pub(crate) fn from_api(api: &Api<K>) -> Self {
+        UrlListWatch {
+            client: api.clone().into_client(),
+            request: Request::new(api.resource_url()),
+            _kind: PhantomData,
+        }
+    }
 
     /// The URL path of the collection.
     #[cfg(test)]
     pub(crate) fn url(&self) -> &str {
         &self.request.url_path
     }
+}
+
+/// One line of a watch body: an event, a bad object, or the end of the stream. A connection
+/// cut mid-stream (an unexpected EOF) or the client's read timeout ends the stream as a normal
+/// close does, and the reflector watches again from the last resourceVersion, as kube-client
+/// does.
+fn watch_line<K: DeserializeOwned>(line: std::io::Result<String>) -> Option<Result<WatchEvent<K>, Error>> {
+    match line {
+        Ok(line) => decode::event(&line),
+        Err(error) if ends_quietly(&error) => None,
+        Err(error) => Some(Err(Error::Transport(kube_client::Error::ReadEvents(error)))),
+    }
+}
+
+/// An EOF or a timeout anywhere in the error's chain (hyper nests the I/O error, and
+/// kube-client wraps the body's error in an `io::Error` of kind `Other`).
+fn ends_quietly(error: &std::io::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if current.to_string().contains("unexpected EOF during chunk") {
+            return true;
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::TimedOut) {
+                return true;
+            }
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        cause = current.source();
+    }
+    false
 }
 
 /// Whether `K` lives in namespaces. `Resource::Scope` is a marker type with no methods, and
@@ -126,7 +175,8 @@ where
         async move {
             let mut request = self.request.list(params).map_err(kube_client::Error::BuildRequest)?;
             request.extensions_mut().insert("list");
-            Ok(self.client.request::<ObjectList<K>>(request).await?.into())
+            let body = self.client.request_text(request).await?;
+            Ok(decode::list(&body).map_err(kube_client::Error::SerdeError)?)
         }
         .boxed()
     }
@@ -139,8 +189,11 @@ where
         async move {
             let mut request = self.request.watch(params, resource_version).map_err(kube_client::Error::BuildRequest)?;
             request.extensions_mut().insert("watch");
-            let stream = self.client.request_events::<K>(request).await?;
-            Ok(stream.map(|event| event.map_err(Error::from)).boxed())
+            // As kube-client's `request_events`: Kubernetes 1.37 gzips a watch one member per
+            // event, which the client's decompression does not follow.
+            request.headers_mut().insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
+            let body = self.client.request_stream(request).await?;
+            Ok(body.lines().filter_map(|line| std::future::ready(watch_line(line))).boxed())
         }
         .boxed()
     }
@@ -155,6 +208,19 @@ mod tests {
         // Never connects: the tests only look at URLs.
         let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
         Client::try_from(config).unwrap()
+    }
+
+    #[test]
+    fn a_cut_connection_ends_the_watch_quietly_and_other_read_errors_do_not() {
+        use std::io::{Error as IoError, ErrorKind};
+        let nested = IoError::other(IoError::new(ErrorKind::UnexpectedEof, "tls close_notify missing"));
+        assert!(watch_line::<ConfigMap>(Err(nested)).is_none());
+        assert!(
+            watch_line::<ConfigMap>(Err(IoError::other("error reading a body: unexpected EOF during chunk size line")))
+                .is_none()
+        );
+        let reset = IoError::other(IoError::new(ErrorKind::ConnectionReset, "reset by peer"));
+        assert!(matches!(watch_line::<ConfigMap>(Err(reset)), Some(Err(Error::Transport(_)))));
     }
 
     #[tokio::test]

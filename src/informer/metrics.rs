@@ -7,12 +7,18 @@
 //! | `informer_watches_total` | watch requests made (a streaming list is one) |
 //! | `informer_relists_total` | lists made again because the watch's resourceVersion was gone (410) |
 //! | `informer_watch_errors_total` | watches that could not start or ended with an error, 410 included |
+//! | `informer_undecodable_objects_total` | list items and watch events left out of the cache because they do not decode |
+//!
+//! and one gauge, labelled `resource` and `handler`: `informer_handler_queue_depth`, the
+//! changes waiting in a handler's lane.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 type Labels = [(&'static str, String); 1];
+type HandlerLabels = [(&'static str, String); 2];
 
 /// The informer counters, registered once and shared by every informer (clone it into each
 /// [`Config`](super::Config)).
@@ -32,6 +38,8 @@ pub struct Metrics {
     watches: Family<Labels, Counter>,
     relists: Family<Labels, Counter>,
     watch_errors: Family<Labels, Counter>,
+    undecodable: Family<Labels, Counter>,
+    handler_depth: Family<HandlerLabels, Gauge>,
 }
 
 impl Metrics {
@@ -48,6 +56,16 @@ impl Metrics {
             "Watches that failed to start or ended with an error",
             metrics.watch_errors.clone(),
         );
+        registry.register(
+            "informer_undecodable_objects",
+            "List items and watch events left out of the cache because they do not decode",
+            metrics.undecodable.clone(),
+        );
+        registry.register(
+            "informer_handler_queue_depth",
+            "Changes waiting for an event handler",
+            metrics.handler_depth.clone(),
+        );
         metrics
     }
 
@@ -60,6 +78,9 @@ impl Metrics {
             watches: self.watches.get_or_create(&labels).clone(),
             relists: self.relists.get_or_create(&labels).clone(),
             watch_errors: self.watch_errors.get_or_create(&labels).clone(),
+            undecodable: self.undecodable.get_or_create(&labels).clone(),
+            handler_depth: self.handler_depth.clone(),
+            resource: resource.to_string(),
         }
     }
 }
@@ -72,6 +93,17 @@ pub(crate) struct ResourceMetrics {
     pub(crate) watches: Counter,
     pub(crate) relists: Counter,
     pub(crate) watch_errors: Counter,
+    pub(crate) undecodable: Counter,
+    handler_depth: Family<HandlerLabels, Gauge>,
+    resource: String,
+}
+
+impl ResourceMetrics {
+    /// The queue depth gauge of the handler called `handler`.
+    pub(crate) fn handler_depth(&self, handler: &str) -> Gauge {
+        let labels: HandlerLabels = [("resource", self.resource.clone()), ("handler", handler.to_string())];
+        self.handler_depth.get_or_create(&labels).clone()
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@
 
 mod backoff;
 mod config;
+mod decode;
 mod error;
 mod factory;
 mod handler;
@@ -76,6 +77,7 @@ mod streaming_scenarios;
 pub(crate) mod testing;
 
 pub use config::{Config, InitialListMode};
+pub use decode::Undecodable;
 pub use error::Error;
 pub use factory::Factory;
 pub use handler::EventHandler;

@@ -19,7 +19,12 @@
 //!   watches of many clients do not all end, and reconnect, at the same moment.
 //! - **410 Gone** (HTTP answer or `ERROR` event) means the resourceVersion was compacted away:
 //!   sync again at once. Any other failure: log it, count it, [back off](super::backoff), and
-//!   watch again from the same resourceVersion.
+//!   watch again from the same resourceVersion. A 410 on a list page's continue token means
+//!   the list outlived etcd's compaction: one unpaginated list instead, as client-go's pager
+//!   does.
+//! - **An object that does not decode** (a list item or a watch event, see
+//!   [`decode`](super::decode)) is logged, counted and left out of the cache; the rest of the
+//!   list or watch goes on.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,6 +39,7 @@ use tokio::time::{Instant, timeout_at};
 use tracing::{debug, warn};
 
 use super::backoff::Backoff;
+use super::decode::Undecodable;
 use super::handler::Distributor;
 use super::list_watch::{ListWatch, WatchStream};
 use super::metrics::ResourceMetrics;
@@ -53,20 +59,33 @@ const WATCH_SLACK: Duration = Duration::from_secs(30);
 /// watch"), so a server closing watches at once is backed off instead of hammered.
 const SHORT_WATCH: Duration = Duration::from_secs(1);
 
-/// What the reflector needs from its informer.
+/// Keeps one informer's store in step with the apiserver.
 pub(crate) struct Reflector<K> {
+    list_watch: Arc<dyn ListWatch<K>>,
+    distributor: Arc<Distributor<K>>,
+    transform: TransformFunc<K>,
+    config: Config,
+    metrics: ResourceMetrics,
+    resource: String,
+    synced: Arc<watch::Sender<bool>>,
+    backoff: Backoff,
+    /// The last resourceVersion seen; the next watch starts there.
+    resource_version: String,
+    /// Auto mode found that this apiserver refuses streaming lists (a 400 or 422 answer).
+    streaming_unsupported: bool,
+}
+
+/// What a reflector is made of: its informer's parts.
+pub(crate) struct Parts<K> {
     pub(crate) list_watch: Arc<dyn ListWatch<K>>,
     pub(crate) distributor: Arc<Distributor<K>>,
     pub(crate) transform: TransformFunc<K>,
     pub(crate) config: Config,
     pub(crate) metrics: ResourceMetrics,
+    /// The resource's name in logs and metrics.
     pub(crate) resource: String,
+    /// Set to true once the first full list is in the store.
     pub(crate) synced: Arc<watch::Sender<bool>>,
-    pub(crate) backoff: Backoff,
-    /// The last resourceVersion seen; the next watch starts there.
-    pub(crate) resource_version: String,
-    /// Auto mode found that this apiserver refuses streaming lists (a 400 or 422 answer).
-    pub(crate) streaming_unsupported: bool,
 }
 
 /// A watch in progress.
@@ -78,6 +97,23 @@ struct OpenWatch<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> Reflector<K> {
+    /// A reflector that has seen nothing yet: it starts with a full list.
+    pub(crate) fn new(parts: Parts<K>) -> Self {
+        let Parts { list_watch, distributor, transform, config, metrics, resource, synced } = parts;
+        Reflector {
+            list_watch,
+            distributor,
+            transform,
+            config,
+            metrics,
+            resource,
+            synced,
+            backoff: Backoff::default(),
+            resource_version: String::new(),
+            streaming_unsupported: false,
+        }
+    }
+
     /// Lists and watches forever.
     ///
     /// # Cancellation safety
@@ -142,8 +178,22 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
         };
         let mut objects = Vec::new();
         let resource_version = loop {
-            let page = self.list_watch.list(&params).await?;
+            let page = match self.list_watch.list(&params).await {
+                // The continue token outlived etcd's compaction: as client-go's pager does, one
+                // unpaginated list instead, from the start.
+                Err(error) if error.is_gone() && params.continue_token.is_some() => {
+                    warn!(resource = %self.resource, %error, "continue token expired; one unpaginated list instead");
+                    objects.clear();
+                    params.continue_token = None;
+                    params.limit = None;
+                    self.list_watch.list(&params).await?
+                }
+                page => page?,
+            };
             objects.extend(page.items.into_iter().map(|obj| Arc::new((self.transform)(obj))));
+            for bad in page.undecodable {
+                self.set_aside(&bad);
+            }
             match page.continue_token.filter(|token| !token.is_empty()) {
                 Some(token) => params.continue_token = Some(token),
                 None => break page.resource_version.unwrap_or_default(),
@@ -167,6 +217,14 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
         loop {
             let wait_until = quiet_limit.map_or(open.deadline, |limit| open.deadline.min(Instant::now() + limit));
             let event = match timeout_at(wait_until, open.stream.next()).await {
+                Ok(Some(Err(Error::Undecodable(bad)))) => {
+                    open.events += 1;
+                    self.set_aside(&bad);
+                    if let Some(key) = bad.key() {
+                        objects.remove(&key);
+                    }
+                    continue;
+                }
                 Ok(Some(event)) => event?,
                 Ok(None) | Err(_) => return Err(Error::InitialEventsIncomplete),
             };
@@ -268,12 +326,29 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
                     return Err(Error::ShortWatch);
                 }
                 Ok(None) => return Ok(()),
+                // One bad object: it leaves the cache, and the watch goes on after it.
+                Ok(Some(Err(Error::Undecodable(bad)))) => {
+                    watch.events += 1;
+                    self.set_aside(&bad);
+                    if let Some(key) = bad.key() {
+                        self.distributor.forget(&key);
+                    }
+                    if let Some(resource_version) = bad.resource_version.filter(|rv| !rv.is_empty()) {
+                        self.resource_version = resource_version;
+                    }
+                }
                 Ok(Some(event)) => {
                     watch.events += 1;
                     self.apply(event?)?;
                 }
             }
         }
+    }
+
+    /// Logs and counts an object that does not decode; the caller leaves it out of the cache.
+    fn set_aside(&self, bad: &Undecodable) {
+        self.metrics.undecodable.inc();
+        warn!(resource = %self.resource, object = ?bad.key(), error = %bad.error, "an object does not decode; leaving it out of the cache");
     }
 
     fn apply(&mut self, event: WatchEvent<K>) -> Result<(), Error> {

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use tokio_util::sync::CancellationToken;
 
 use super::harness::{listing, start};
-use super::testing::{FakeListWatch, Recorder, cm, eventually, status};
+use super::testing::{FakeListWatch, Recorder, cm, eventually, status, undecodable};
 use super::{Config, Error, Informer};
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -265,4 +265,72 @@ async fn running_an_informer_twice_is_a_contract_violation() {
     cancel.cancel();
     informer.run(cancel.clone()).await;
     informer.run(cancel).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_item_that_does_not_decode_is_left_out_and_the_informer_syncs() {
+    let fake = FakeListWatch::default();
+    fake.list_page_with_undecodable(vec![cm("ns", "a", "1")], vec![undecodable("ns", "bad", "2")], "10", Some("t"));
+    fake.list_page(vec![cm("ns", "c", "3")], "10", None);
+    let _watch = fake.watch();
+    let h = start(&fake, listing());
+    h.informer.wait_for_sync(WAIT).await.unwrap();
+    assert_eq!(h.sorted_keys(), ["ns/a", "ns/c"]);
+    assert_eq!(h.undecodable(), 1);
+    assert_eq!(h.counters()[1], 0, "not a failed list");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_event_that_does_not_decode_drops_the_object_and_the_watch_goes_on() {
+    let fake = FakeListWatch::default();
+    fake.list_page(vec![cm("ns", "a", "1"), cm("ns", "b", "2")], "2", None);
+    let watch = fake.watch();
+    let _next = fake.watch();
+    let h = start(&fake, listing());
+    h.events(2).await;
+    // b is modified into something the type cannot hold, then c arrives on the same watch.
+    watch.undecodable(undecodable("ns", "b", "5")).added(cm("ns", "c", "6"));
+    assert_eq!(h.events(4).await[2..], ["delete ns/b@2", "add ns/c@6"]);
+    assert_eq!(h.sorted_keys(), ["ns/a", "ns/c"]);
+    assert_eq!(h.undecodable(), 1);
+    assert_eq!(h.counters(), [1, 0, 1, 0, 0], "the watch was neither failed nor reopened");
+    // When the watch ends, the next one starts after the bad event, not before it.
+    drop(watch);
+    assert_eq!(h.watch_calls(2).await[1].1, "6");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_undecodable_event_advances_the_resource_version() {
+    let fake = FakeListWatch::default();
+    fake.list_page(vec![], "1", None);
+    let watch = fake.watch();
+    let _next = fake.watch();
+    let h = start(&fake, listing());
+    h.informer.wait_for_sync(WAIT).await.unwrap();
+    watch.undecodable(undecodable("ns", "bad", "9"));
+    eventually("the bad event to be counted", WAIT, || h.undecodable() == 1).await;
+    drop(watch);
+    assert_eq!(h.watch_calls(2).await[1].1, "9", "a rewatch never replays the bad event");
+    assert!(h.recorder.events().is_empty(), "nothing was cached, so nothing was deleted");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_continue_token_falls_back_to_one_unpaginated_list() {
+    let fake = FakeListWatch::default();
+    fake.list_page(vec![cm("ns", "a", "1")], "10", Some("t"));
+    fake.list_error(Error::Api(status(410, "Expired")));
+    fake.list_page(vec![cm("ns", "a", "1"), cm("ns", "b", "11")], "12", None);
+    let _watch = fake.watch();
+    let h = start(&fake, listing());
+    h.informer.wait_for_sync(WAIT).await.unwrap();
+    assert_eq!(h.sorted_keys(), ["ns/a", "ns/b"]);
+    let lists = h.fake.list_calls();
+    assert_eq!(lists.len(), 3);
+    assert_eq!((lists[2].limit, lists[2].continue_token.as_deref()), (None, None), "{:?}", lists[2]);
+    assert_eq!(h.watch_calls(1).await[0].1, "12");
+    assert_eq!(h.counters()[1], 0, "not a failed list");
+    h.stop().await;
 }

@@ -13,11 +13,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::backoff::Backoff;
 use super::handler::{Dispatcher, Distributor};
 use super::index::IndexFunc;
 use super::list_watch::ListWatch;
-use super::reflector::Reflector;
+use super::reflector::{Parts, Reflector};
 use super::transform::{TransformFunc, default_transform};
 use super::{Config, Error, EventHandler, Store};
 
@@ -169,24 +168,22 @@ where
     pub async fn run(&self, cancel: CancellationToken) {
         let dispatcher = self.dispatcher.lock().unwrap_or_else(PoisonError::into_inner).take();
         let dispatcher = dispatcher.expect("Informer::run called twice; an informer runs once");
-        let reflector = Reflector {
+        let metrics = self.config.metrics.as_ref().map(|m| m.for_resource(&self.resource)).unwrap_or_default();
+        let reflector = Reflector::new(Parts {
             list_watch: self.list_watch.clone(),
             distributor: self.distributor.clone(),
             transform: self.transform.lock().unwrap_or_else(PoisonError::into_inner).clone(),
-            metrics: self.config.metrics.as_ref().map(|m| m.for_resource(&self.resource)).unwrap_or_default(),
+            metrics: metrics.clone(),
             config: self.config.clone(),
             resource: self.resource.clone(),
             synced: self.synced.clone(),
-            backoff: Backoff::default(),
-            resource_version: String::new(),
-            streaming_unsupported: false,
-        };
+        });
         info!(resource = %self.resource, "informer starting");
         tokio::select! {
             biased;
             _ = cancel.cancelled() => {}
             _ = reflector.run() => {}
-            _ = dispatcher.run() => {}
+            _ = dispatcher.run(metrics) => {}
             _ = self.resync() => {}
         }
         info!(resource = %self.resource, "informer stopped");

@@ -167,10 +167,14 @@ impl<K: Resource> Store<K> {
 
     /// Drops the object cached under `obj`'s key; returns what was cached.
     pub(crate) fn remove(&self, obj: &K) -> Option<Arc<K>> {
-        let key = key_of(obj);
+        self.remove_key(&key_of(obj))
+    }
+
+    /// Drops the object cached under `key`; returns what was cached.
+    pub(crate) fn remove_key(&self, key: &str) -> Option<Arc<K>> {
         let state = &mut *self.write();
-        let old = state.items.remove(&key)?;
-        state.indices.update(&key, Some(&old), None);
+        let old = state.items.remove(key)?;
+        state.indices.update(key, Some(&old), None);
         Some(old)
     }
 
@@ -221,6 +225,26 @@ mod tests {
         let mut keys: Vec<String> = objs.drain(..).map(|o| key_of(o.as_ref())).collect();
         keys.sort();
         keys
+    }
+
+    #[test]
+    fn an_index_function_that_panics_leaves_items_and_every_index_as_they_were() {
+        let store = Store::new();
+        store.add_indexer("by-namespace", Arc::new(|cm: &ConfigMap| vec![cm.metadata.namespace.clone().unwrap()]));
+        store.add_indexer(
+            "fussy",
+            Arc::new(|cm: &ConfigMap| {
+                assert_ne!(cm.metadata.name.as_deref(), Some("bad"), "an index function bug");
+                vec![]
+            }),
+        );
+        store.upsert(Arc::new(cm("ns", "a", "1")));
+        let panicked =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.upsert(Arc::new(cm("ns", "bad", "2")))));
+        assert!(panicked.is_err());
+        // The lock is poisoned, and what it guards is still one consistent state.
+        assert_eq!(store.keys(), ["ns/a"]);
+        assert_eq!(names(store.by_index("by-namespace", "ns")), ["ns/a"]);
     }
 
     fn describe(deltas: &[Delta<ConfigMap>]) -> Vec<String> {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::harness::{listing, start};
-use super::testing::{Call, FakeListWatch, cm, eventually, status};
+use super::testing::{Call, FakeListWatch, cm, eventually, status, undecodable};
 use super::{Config, Error, InitialListMode};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -144,5 +144,20 @@ async fn list_mode_never_streams() {
     let h = start(&fake, listing());
     eventually("a watch", WAIT, || fake.watch_calls().len() == 1).await;
     assert_eq!(requests(&fake), ["list", "watch@1"]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_initial_event_that_does_not_decode_is_left_out_of_the_streamed_list() {
+    let fake = FakeListWatch::default();
+    let stream = fake.watch();
+    let h = start(&fake, Config::default());
+    stream.added(cm("ns", "a", "1")).added(cm("ns", "bad", "2"));
+    // The same object, modified into something the type cannot hold, before the end bookmark.
+    stream.undecodable(undecodable("ns", "bad", "3")).added(cm("ns", "c", "4")).initial_events_end("5");
+    h.informer.wait_for_sync(WAIT).await.unwrap();
+    assert_eq!(h.sorted_keys(), ["ns/a", "ns/c"]);
+    assert_eq!(h.undecodable(), 1);
+    assert_eq!(requests(&fake), ["stream"], "the stream was not given up");
     h.stop().await;
 }

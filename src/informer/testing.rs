@@ -15,6 +15,7 @@ use kube_core::watch::{Bookmark, BookmarkMeta};
 use kube_core::{ObjectMeta, Status, TypeMeta, WatchEvent};
 use tokio::time::Instant;
 
+use super::decode::Undecodable;
 use super::list_watch::{ListPage, ListWatch, WatchStream};
 use super::reflector::INITIAL_EVENTS_END;
 use super::store::key_of;
@@ -81,7 +82,19 @@ impl FakeListWatch {
 
     /// Scripts a list page; `next` is its continue token.
     pub(crate) fn list_page(&self, items: Vec<ConfigMap>, rv: &str, next: Option<&str>) {
-        let page = ListPage { items, resource_version: Some(rv.into()), continue_token: next.map(Into::into) };
+        self.list_page_with_undecodable(items, vec![], rv, next);
+    }
+
+    /// Scripts a list page some of whose items did not decode.
+    pub(crate) fn list_page_with_undecodable(
+        &self,
+        items: Vec<ConfigMap>,
+        undecodable: Vec<Undecodable>,
+        rv: &str,
+        next: Option<&str>,
+    ) {
+        let page =
+            ListPage { items, resource_version: Some(rv.into()), continue_token: next.map(Into::into), undecodable };
         self.script().lists.push_back(Ok(page));
     }
 
@@ -189,6 +202,12 @@ impl WatchHandle {
         self.send(WatchEvent::Bookmark(bookmark(rv, annotations)))
     }
 
+    /// An added, modified or deleted object that did not decode.
+    pub(crate) fn undecodable(&self, bad: Undecodable) -> &Self {
+        let _ = self.sender.unbounded_send(Err(Error::Undecodable(Box::new(bad))));
+        self
+    }
+
     /// An `ERROR` event.
     pub(crate) fn error(&self, code: u16, reason: &str) -> &Self {
         self.send(WatchEvent::Error(status(code, reason)))
@@ -199,6 +218,16 @@ fn bookmark(rv: &str, annotations: BTreeMap<String, String>) -> Bookmark {
     Bookmark {
         types: TypeMeta { api_version: "v1".into(), kind: "ConfigMap".into() },
         metadata: BookmarkMeta { resource_version: rv.into(), annotations },
+    }
+}
+
+/// `ns/name` at `rv`, as the decoder names an object it could not decode.
+pub(crate) fn undecodable(ns: &str, name: &str, rv: &str) -> Undecodable {
+    Undecodable {
+        namespace: Some(ns.into()),
+        name: Some(name.into()),
+        resource_version: Some(rv.into()),
+        error: "data.k: invalid type: integer `7`, expected a string".into(),
     }
 }
 

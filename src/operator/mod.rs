@@ -98,6 +98,10 @@ pub struct Options {
     /// The client for the Lease: best one of its own ([`client::for_leases`]), so renewals
     /// never queue behind the reconciles' requests; `None` uses the shared one.
     pub lease_client: Option<Client>,
+    /// The client for Events: best one of its own ([`client::from_config`] again), so events
+    /// have their own request budget and never queue behind reconciles; `None` uses the shared
+    /// one.
+    pub events_client: Option<Client>,
     /// The API request metrics of the client passed to [`run`] (see [`client::from_config`]),
     /// served on `/metrics`.
     pub request_metrics: Option<RequestMetrics>,
@@ -131,6 +135,7 @@ impl Options {
             health_address: None,
             leader_election: None,
             lease_client: None,
+            events_client: None,
             request_metrics: None,
         }
     }
@@ -179,6 +184,9 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     // Labelled with the Lease's name, as client-go labels it.
     let lease_name = options.leader_election.as_ref().map_or_else(String::new, |c| c.lease_name.clone());
     let is_leader = is_leader.get_or_create(&vec![("name".to_string(), lease_name)]).clone();
+    let events_client = options.events_client.clone().unwrap_or_else(|| client.clone());
+    let (recorder, events_task) = Recorder::new(events_client, "example.com/database-operator", &options.identity);
+    recorder.register_metrics(&mut registry);
     let registry = Arc::new(registry);
     let health = Health::default();
     // The endpoints and the informers stop last (step 6 of the shutdown sequence below), not at
@@ -213,7 +221,6 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         ..Default::default()
     };
     let factory = Arc::new(Factory::new(client.clone(), options.namespace.clone(), config));
-    let (recorder, events_task) = Recorder::new(client.clone(), "example.com/database-operator", &options.identity);
     let settings = Settings {
         workers: options.workers,
         cache_sync_timeout: options.cache_sync_timeout,

@@ -370,6 +370,22 @@ async fn a_storage_class_that_does_not_exist_is_reported_with_its_name() {
     })
     .await;
     assert!(warned.note.unwrap_or_default().contains("no-such-class"));
+
+    // Reconciled twice more (a new generation each time, the same cause): no new Warning.
+    for size in ["medium", "large"] {
+        let patch = Patch::Merge(json!({"spec": {"size": size}}));
+        let db = f.databases.patch("orders", &PatchParams::default(), &patch).await.unwrap();
+        let generation = db.metadata.generation;
+        wait_until("the new generation to be reconciled", CONVERGE, || async {
+            let status = f.databases.get("orders").await.ok()?.status?;
+            (status.observed_generation == generation).then_some(())
+        })
+        .await;
+    }
+    let list = events.list(&Default::default()).await.unwrap().items;
+    let warnings: Vec<_> = list.iter().filter(|e| e.reason.as_deref() == Some("StorageClassNotFound")).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].series.is_none(), "the Warning was repeated: {:?}", warnings[0].series);
 }
 
 /// What only the cluster can refuse: a ResourceQuota that allows no claim. The Database says

@@ -40,11 +40,10 @@ impl Engine for Redis {
     }
 
     // redis-cli exits 0 on an error reply too: the probe looks for the PONG. The password
-    // comes from the environment, never from the probe's definition.
+    // comes from the environment (REDISCLI_AUTH), never from the probe's definition or the
+    // probe's command line.
     fn probe_command(&self) -> Vec<String> {
-        ["sh", "-c", r#"redis-cli -a "$REDIS_PASSWORD" --no-auth-warning ping | grep -q PONG"#]
-            .map(String::from)
-            .to_vec()
+        ["sh", "-c", r#"REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli ping | grep -q PONG"#].map(String::from).to_vec()
     }
 
     fn uri(&self, username: &str, password: &str, host: &str, _database: &str) -> String {
