@@ -4,7 +4,10 @@
 # which pods are scheduled and become Running and Ready). Built from the Go module proxy by
 # hack/control-plane/build.sh.
 #
-# usage: hack/control-plane.sh up|down|status|env
+# usage: hack/control-plane.sh up|down|status|env|restart COMPONENT
+#
+#   restart COMPONENT  kills one component with SIGKILL and starts it again with the same
+#                      arguments (the fault suite, hack/faults.sh, restarts the apiserver)
 #
 #   PLANE=NAME        run several planes side by side (default: default)
 #   KUBE_VERSION      see hack/control-plane/build.sh (default v1.37.2)
@@ -63,8 +66,10 @@ launch() { # name binary args...
   shift
   # setsid: the component gets its own process group, so a Ctrl-C in the caller's terminal
   # does not kill it; `down` stops it by pid.
-  setsid "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
+  setsid "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$dir/$name.pid"
+  # The command line, NUL-separated, for `restart`.
+  printf '%s\0' "$@" >"$dir/$name.args"
   log "started $name (pid $!, log $dir/logs/$name.log)"
 }
 
@@ -286,6 +291,22 @@ cmd_status() {
   return $state
 }
 
+cmd_restart() { # component
+  local name=${1:-} pid args=()
+  [ -n "$name" ] && [ -f "$dir/$name.args" ] || die "usage: restart COMPONENT (one of: ${components[*]})"
+  pid=$(pid_of "$name")
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid"
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    log "killed $name (pid $pid)"
+  fi
+  mapfile -d '' args <"$dir/$name.args"
+  launch "$name" "${args[@]}"
+  if [ "$name" = kube-apiserver ]; then
+    wait_for "kube-apiserver /readyz" 120 kube-apiserver kubectl --kubeconfig "$kubeconfig" get --raw /readyz
+  fi
+}
+
 cmd_env() {
   running kube-apiserver || die "plane '$plane' is not running: start it with hack/control-plane.sh up"
   echo "export KUBECONFIG=$kubeconfig"
@@ -296,5 +317,6 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+  restart) cmd_restart "${2:-}" ;;
+  *) echo "usage: $0 up|down|status|env|restart COMPONENT" >&2; exit 2 ;;
 esac

@@ -11,7 +11,7 @@ use tracing::info;
 use super::metrics::{ControllerMetrics, Metrics};
 use super::worker::{self, Reconciler};
 use super::{Error, ObjectKey};
-use crate::informer::{EventHandler, Informer, key_of};
+use crate::informer::{self, Cache, EventHandler, Informer, key_of, wait_for_caches};
 use crate::workqueue::RateLimitingQueue;
 
 /// Maps an object of a watched type to the keys of the primary objects to reconcile.
@@ -19,9 +19,6 @@ type Mapper<C> = Arc<dyn Fn(&C) -> Vec<String> + Send + Sync>;
 
 /// Registers one informer's event handler on the controller's queue.
 type Wire = Box<dyn FnOnce(&RateLimitingQueue<ObjectKey>) + Send>;
-
-/// Something whose cache can be waited on.
-type SyncCheck = (String, Box<dyn Fn() -> bool + Send + Sync>);
 
 /// Builds a [`Controller`] over a primary informer and the informers of what it owns.
 ///
@@ -40,7 +37,7 @@ pub struct Builder<K> {
     name: String,
     primary: Arc<Informer<K>>,
     queue: Option<RateLimitingQueue<ObjectKey>>,
-    syncs: Vec<SyncCheck>,
+    syncs: Vec<Arc<dyn Cache>>,
     wiring: Vec<Wire>,
     workers: usize,
     cache_sync_timeout: Duration,
@@ -91,9 +88,7 @@ where
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
         let map: Mapper<C> = Arc::new(map);
-        let kind = C::kind(&()).to_string();
-        let synced = informer.clone();
-        self.syncs.push((kind, Box::new(move || synced.has_synced())));
+        self.syncs.push(informer.clone());
         let controller = self.name.clone();
         self.wiring.push(Box::new(move |queue| {
             informer.add_event_handler(Arc::new(Enqueue { queue: queue.clone(), map, controller }));
@@ -149,7 +144,7 @@ pub struct Controller<K> {
     name: String,
     primary: Arc<Informer<K>>,
     queue: RateLimitingQueue<ObjectKey>,
-    syncs: Vec<SyncCheck>,
+    syncs: Vec<Arc<dyn Cache>>,
     workers: usize,
     cache_sync_timeout: Duration,
 }
@@ -239,22 +234,15 @@ impl<K> Controller<K> {
         Ok(())
     }
 
+    /// Until every watched cache has synced, or `cancel` fires.
     async fn wait_for_caches(&self, cancel: &CancellationToken) -> Result<(), Error> {
-        // client-go's WaitForCacheSync polls every 100 ms too.
-        let deadline = tokio::time::Instant::now() + self.cache_sync_timeout;
-        loop {
-            let pending: Vec<&str> =
-                self.syncs.iter().filter(|(_, synced)| !synced()).map(|(kind, _)| kind.as_str()).collect();
-            if pending.is_empty() || cancel.is_cancelled() {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Error::CacheSyncTimeout { timeout: self.cache_sync_timeout, pending: pending.join(", ") });
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                _ = cancel.cancelled() => {}
-            }
+        let caches: Vec<&dyn Cache> = self.syncs.iter().map(|cache| cache.as_ref()).collect();
+        tokio::select! {
+            synced = wait_for_caches(&caches, self.cache_sync_timeout) => synced.map_err(|error| match error {
+                informer::Error::SyncTimeout { resources, timeout } => Error::CacheSyncTimeout { timeout, pending: resources },
+                other => Error::CacheSyncTimeout { timeout: self.cache_sync_timeout, pending: other.to_string() },
+            }),
+            () = cancel.cancelled() => Ok(()),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
-use futures::future::{BoxFuture, join_all};
+use futures::future::BoxFuture;
 use kube_client::Client;
 use kube_core::Resource;
 use serde::de::DeserializeOwned;
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::list_watch::UrlListWatch;
-use super::{Config, Error, Informer};
+use super::{Cache, Config, Error, Informer, wait_for_caches};
 
 /// Hands out one shared [`Informer`] per kind, and starts and waits for them together.
 ///
@@ -213,15 +213,8 @@ impl Factory {
     /// [`Error::SyncTimeout`] naming the resources not synced after `timeout`.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), Error> {
         let informers = self.erased();
-        let all_synced = join_all(informers.iter().map(|informer| informer.synced()));
-        if tokio::time::timeout(timeout, all_synced).await.is_ok() {
-            return Ok(());
-        }
-        let pending: Vec<&str> = informers.iter().filter(|i| !i.has_synced()).map(|i| i.resource()).collect();
-        if pending.is_empty() {
-            return Ok(());
-        }
-        Err(Error::SyncTimeout { resources: pending.join(", "), timeout })
+        let caches: Vec<&dyn Cache> = informers.iter().map(|informer| informer.as_cache()).collect();
+        wait_for_caches(&caches, timeout).await
     }
 
     fn erased(&self) -> Vec<Arc<dyn Erased>> {
@@ -233,24 +226,14 @@ impl Factory {
 }
 
 /// What the factory does with an informer without knowing its kind.
-trait Erased: Send + Sync {
-    fn resource(&self) -> &str;
-    fn has_synced(&self) -> bool;
-    fn synced(&self) -> BoxFuture<'_, ()>;
+trait Erased: Cache {
+    fn as_cache(&self) -> &dyn Cache;
     fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()>;
 }
 
 impl<K: Resource<DynamicType = ()> + Send + Sync + 'static> Erased for Informer<K> {
-    fn resource(&self) -> &str {
-        Informer::resource(self)
-    }
-
-    fn has_synced(&self) -> bool {
-        Informer::has_synced(self)
-    }
-
-    fn synced(&self) -> BoxFuture<'_, ()> {
-        Informer::synced(self).boxed()
+    fn as_cache(&self) -> &dyn Cache {
+        self
     }
 
     fn run(self: Arc<Self>, cancel: CancellationToken) -> BoxFuture<'static, ()> {

@@ -65,6 +65,7 @@ mod metrics;
 mod reflector;
 mod shared;
 mod store;
+mod sync;
 mod transform;
 
 #[cfg(test)]
@@ -86,4 +87,5 @@ pub use list_watch::{ListPage, ListWatch, WatchStream};
 pub use metrics::Metrics;
 pub use shared::Informer;
 pub use store::{Store, key_of};
+pub use sync::{Cache, wait_for_caches};
 pub use transform::{TransformFunc, strip_managed_fields};

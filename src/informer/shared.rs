@@ -141,10 +141,7 @@ where
     ///
     /// Cancel-safe: it only observes.
     pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), Error> {
-        match tokio::time::timeout(timeout, self.synced()).await {
-            Ok(()) => Ok(()),
-            Err(_) => Err(Error::SyncTimeout { resources: self.resource.clone(), timeout }),
-        }
+        super::wait_for_caches(&[self], timeout).await
     }
 
     /// Resolves once synced.

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# The fault suite (docs/reliability.md): the operator binary against a real control plane of its
+# own while the faults operators meet in production happen to it, one scenario after another.
+# Each scenario says what is promised, checks it, and prints the figure measured; every wait
+# is bounded. Not in the README test command (it takes about ten minutes): run it on its own.
+#
+# usage: hack/faults.sh
+#
+#   N=200          Databases converging while the apiserver is restarted
+#   FREEZE=60      seconds the apiserver is frozen (SIGSTOP)
+#   QUIET=60       seconds of the quiet minute
+#   PLANE=faults   the control plane this script starts and stops
+#   OUT=target/faults   results.md (the table of docs/reliability.md) and the logs
+#
+# Writes are the operator's own count of its POST, PUT, PATCH and DELETE requests
+# (rest_client_requests_total on its /metrics, retries included); reconciles are
+# controller_runtime_reconcile_total.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+N=${N:-200}
+FREEZE=${FREEZE:-60}
+QUIET=${QUIET:-60}
+export PLANE=${PLANE:-faults}
+OUT=${OUT:-target/faults}
+TIMEOUT=${TIMEOUT:-300}
+
+start=$(date +%s)
+log() { printf '[faults %4ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+
+mkdir -p "$OUT/logs"
+results=$OUT/results.md
+: >"$results"
+row() { printf '| %s | %s | %s | %s |\n' "$@" | tee -a "$results" >&2; }
+
+operators=()
+cleanup() {
+  for pid in "${operators[@]}"; do kill -CONT "$pid" 2>/dev/null || true; kill -9 "$pid" 2>/dev/null || true; done
+  hack/control-plane.sh down >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+log "building the control plane (cached), the operator and the seeding probe"
+hack/control-plane/build.sh >/dev/null
+cargo build --release -q --bin database-operator --example e2e-probe
+bin=target/release/database-operator
+probe=target/release/examples/e2e-probe
+
+hack/control-plane.sh down >/dev/null 2>&1 || true
+hack/control-plane.sh up >"$OUT/logs/control-plane.log" 2>&1 || die "the control plane did not start"
+eval "$(hack/control-plane.sh env)"
+plane_dir=$(dirname "$KUBECONFIG")
+"$bin" crd | kubectl apply -f - >/dev/null
+kubectl wait --for=condition=Established crd/databases.example.com --timeout=60s >/dev/null
+
+# start_operator NAME METRICS_PORT: the binary as a user runs it, plain-HTTP metrics on
+# loopback; its pid in OP.
+start_operator() {
+  "$bin" --kubeconfig "$KUBECONFIG" --workers 4 --metrics-bind-address "127.0.0.1:$2" --metrics-secure=false \
+    --health-probe-bind-address 0 >>"$OUT/logs/$1.log" 2>&1 &
+  OP=$!
+  operators+=("$OP")
+}
+
+# scrape PORT: WRITES RECONCILES, from the operator's /metrics.
+scrape() {
+  curl -fsS "http://127.0.0.1:$1/metrics" | python3 -c '
+import sys
+writes = reconciles = 0.0
+for line in sys.stdin:
+    if line.startswith("rest_client_requests_total{") and any(f"method=\"{m}\"" in line for m in ("POST", "PUT", "PATCH", "DELETE")):
+        writes += float(line.rsplit(" ", 1)[1])
+    elif line.startswith("controller_runtime_reconcile_total{"):
+        reconciles += float(line.rsplit(" ", 1)[1])
+print(int(writes), int(reconciles))'
+}
+
+# check: every Database has observed its generation and has exactly one Deployment and one
+# Service, named after it and controlled by it; no child is controlled by a Database that does
+# not exist. Prints what is wrong, or nothing.
+check() {
+  kubectl get databases,deployments,services -A -o json | python3 -c '
+import json, sys
+items = json.load(sys.stdin)["items"]
+dbs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in items if o["kind"] == "Database"}
+uids = {o["metadata"]["uid"]: k for k, o in dbs.items()}
+children = {}
+problems = []
+for o in items:
+    if o["kind"] == "Database":
+        continue
+    owner = [r for r in o["metadata"].get("ownerReferences", []) if r.get("controller") and r["kind"] == "Database"]
+    if not owner:
+        continue
+    if owner[0]["uid"] not in uids:
+        if not o["metadata"].get("deletionTimestamp"):
+            problems.append(f"orphan {o[\"kind\"]} {o[\"metadata\"][\"namespace\"]}/{o[\"metadata\"][\"name\"]}")
+        continue
+    children.setdefault((owner[0]["uid"], o["kind"]), []).append(o["metadata"]["name"])
+for key, db in dbs.items():
+    uid = db["metadata"]["uid"]
+    for kind in ("Deployment", "Service"):
+        names = children.get((uid, kind), [])
+        if names != [key[1]]:
+            problems.append(f"{key[0]}/{key[1]}: {kind}s {names}")
+    status = db.get("status") or {}
+    if status.get("observedGeneration") != db["metadata"]["generation"]:
+        problems.append(f"{key[0]}/{key[1]}: generation {db[\"metadata\"][\"generation\"]} not observed")
+print("\n".join(problems[:5] + ([f"... {len(problems)} problems"] if len(problems) > 5 else [])))'
+}
+
+# wait_converged WHAT: until check finds nothing; prints the seconds it took.
+wait_converged() {
+  local t0 problems
+  t0=$(date +%s.%N)
+  while true; do
+    problems=$(check 2>&1 || true)
+    [ -z "$problems" ] && break
+    if (($(date +%s) - ${t0%.*} > TIMEOUT)); then
+      printf '%s\n' "$problems" >&2
+      die "$1: not converged after ${TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+  python3 -c "import time; print(f'{time.time() - $t0:.1f}')"
+}
+
+seed() { # NAMESPACE COUNT
+  "$probe" seed --kind database --n "$2" --namespaces "$1" >/dev/null
+}
+
+alive() { kill -0 "$1" 2>/dev/null || die "the operator (pid $1) is gone; its log: $OUT/logs"; }
+
+printf '| scenario | promise | result | figure |\n|---|---|---|---|\n' | tee -a "$results" >&2
+
+# 1. The apiserver killed and restarted three times while N Databases converge.
+log "1: $N Databases; the apiserver is killed (SIGKILL) and restarted three times while they converge"
+seed faults-1 "$N"
+start_operator operator-1 18091; op=$OP
+t0=$(date +%s)
+for i in 1 2 3; do
+  sleep 3
+  hack/control-plane.sh restart kube-apiserver >>"$OUT/logs/control-plane.log" 2>&1
+  log "1: apiserver restarted ($i/3)"
+done
+seconds=$(wait_converged "1")
+alive "$op"
+row "apiserver killed and restarted 3 times during the convergence of $N Databases" \
+  "everything converges, the operator is not restarted" pass \
+  "converged ${seconds}s after the third restart ($(($(date +%s) - t0))s from the operator's start)"
+
+# 2. The apiserver frozen, then thawed; then new Databases.
+log "2: the apiserver is frozen (SIGSTOP) for ${FREEZE}s, then thawed; 20 new Databases"
+api_pid=$(cat "$plane_dir/kube-apiserver.pid")
+kill -STOP "$api_pid"
+sleep "$FREEZE"
+kill -CONT "$api_pid"
+t0=$(date +%s.%N)
+seed faults-2 20
+seconds=$(wait_converged "2")
+alive "$op"
+row "apiserver frozen ${FREEZE}s (SIGSTOP, SIGCONT), then 20 new Databases" \
+  "the operator resumes on its own and converges" pass "converged ${seconds}s after the new Databases were created"
+
+# 3. A forced etcd compaction under the watching operator, then an apiserver restart so every
+# watch must resume from a resourceVersion that is gone (410) and relist.
+log "3: etcd compacted to its current revision, apiserver restarted (watches resume into 410 Gone); 20 new Databases"
+etcd_url=$(tr '\0' '\n' <"$plane_dir/etcd.args" | grep -A1 -- '--advertise-client-urls' | tail -n 1)
+revision=$(curl -fsS -X POST "$etcd_url/v3/kv/range" -d '{"key":"AA=="}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+curl -fsS -X POST "$etcd_url/v3/kv/compaction" -d "{\"revision\":\"$revision\",\"physical\":true}" >/dev/null
+hack/control-plane.sh restart kube-apiserver >>"$OUT/logs/control-plane.log" 2>&1
+relists_before=$(curl -fsS http://127.0.0.1:18091/metrics | awk '/^informer_relists_total/ {s += $2} END {print s + 0}')
+t0=$(date +%s.%N)
+seed faults-3 20
+seconds=$(wait_converged "3")
+alive "$op"
+relists=$(curl -fsS http://127.0.0.1:18091/metrics | awk '/^informer_relists_total/ {s += $2} END {print s + 0}')
+row "etcd compacted at revision $revision, then the apiserver restarted" "watches that cannot resume relist; new Databases converge" \
+  pass "converged ${seconds}s after the new Databases; informer relists ${relists} in total (${relists_before} before the new Databases)"
+
+# 4. The operator frozen while Databases are deleted and created and the apiserver restarts.
+log "4: the operator frozen; 20 Databases deleted, 20 created, the apiserver restarted; then the operator resumed"
+kill -STOP "$op"
+deleted_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+kubectl delete databases --all -n faults-2 --wait=false >/dev/null
+seed faults-4 20
+hack/control-plane.sh restart kube-apiserver >>"$OUT/logs/control-plane.log" 2>&1
+# Every Deployment and Service that appears in faults-2 from now on, with its creation time.
+kubectl get deployments,services -n faults-2 --watch-only -o jsonpath='{.kind} {.metadata.name} {.metadata.creationTimestamp}{"\n"}' \
+  >"$OUT/logs/faults-2-children.txt" 2>/dev/null &
+watcher=$!
+sleep 1
+kill -CONT "$op"
+t0=$(date +%s.%N)
+seconds=$(wait_converged "4")
+alive "$op"
+kill "$watcher" 2>/dev/null || true
+created=$(awk -v since="$deleted_at" '$3 >= since' "$OUT/logs/faults-2-children.txt" | sort -u)
+[ -z "$created" ] || die "4: children created for Databases that were gone: $created"
+row "operator frozen (SIGSTOP) while 20 Databases are deleted, 20 created and the apiserver restarts" \
+  "no child for a Database that is gone; the new ones converge" pass "converged ${seconds}s after SIGCONT"
+
+# 5. Fifty image changes to one Database within a second or so.
+log "5: fifty image changes to one Database, eight at a time"
+read -r writes0 _ < <(scrape 18091)
+seq 1 50 | xargs -P 8 -I{} kubectl patch database -n faults-1 db-00000 --type merge -p '{"spec":{"image":"nginx:1.{}"}}' >/dev/null
+t0=$(date +%s.%N)
+seconds=$(wait_converged "5")
+want=$(kubectl get database -n faults-1 db-00000 -o jsonpath='{.spec.image}')
+got=$(kubectl get deployment -n faults-1 db-00000 -o jsonpath='{.spec.template.spec.containers[0].image}')
+[ "$want" = "$got" ] || die "5: the Deployment runs $got, the Database asks for $want"
+read -r writes1 _ < <(scrape 18091)
+row "50 image changes to one Database (8 concurrent kubectl patch)" "the final state is the last spec; writes stay bounded" \
+  pass "the Deployment runs $got; $((writes1 - writes0)) writes for 50 changes; converged ${seconds}s after the last"
+
+# 6. SIGKILL at random moments, ten times, while Databases come and go.
+log "6: the operator killed with SIGKILL at random moments, ten times, while Databases are created and deleted"
+kill -TERM "$op"; wait "$op" || true
+for i in $(seq 1 10); do
+  start_operator "operator-6-$i" 18091; op=$OP
+  seed "faults-6-$i" 5 &
+  seeding=$!
+  sleep "$(python3 -c 'import random; print(round(random.uniform(0.3, 3.0), 2))')"
+  kubectl delete database -n "faults-6-$((i > 1 ? i - 1 : 1))" db-00000 --wait=false >/dev/null 2>&1 || true
+  kill -9 "$op"; wait "$op" 2>/dev/null || true
+  wait "$seeding"
+done
+start_operator operator-6 18091; op=$OP
+t0=$(date +%s.%N)
+seconds=$(wait_converged "6")
+row "operator killed (SIGKILL) at 10 random moments while 50 Databases are created and 10 deleted" \
+  "no duplicate or orphaned child; everything converges" pass "converged ${seconds}s after the last start"
+
+# 7. Two operators without leader election on the same Databases.
+log "7: a second operator without leader election beside the first"
+start_operator operator-7 18092; op2=$OP
+seed faults-7 20
+seconds=$(wait_converged "7")
+sleep 10
+read -r a0 _ < <(scrape 18091)
+read -r b0 _ < <(scrape 18092)
+sleep 30
+read -r a1 _ < <(scrape 18091)
+read -r b1 _ < <(scrape 18092)
+[ $((a1 - a0 + b1 - b0)) -eq 0 ] || die "7: $((a1 - a0)) and $((b1 - b0)) writes in 30 quiet seconds: an apply war"
+kill -TERM "$op2"; wait "$op2" || true
+row "two operators without leader election on the same Databases" "both converge to the same objects; no apply war" \
+  pass "converged ${seconds}s; 0 writes by either in 30 s afterwards"
+
+# 8. The quiet minute, and a restart with everything converged.
+log "8: a quiet ${QUIET}s, then a restart with everything converged"
+total=$(kubectl get databases -A --no-headers | wc -l)
+read -r w0 r0 < <(scrape 18091)
+sleep "$QUIET"
+read -r w1 r1 < <(scrape 18091)
+[ $((w1 - w0)) -eq 0 ] || die "8: $((w1 - w0)) writes in a quiet ${QUIET}s"
+kill -TERM "$op"; wait "$op" || true
+start_operator operator-8 18091; op=$OP
+until curl -fsS http://127.0.0.1:18091/metrics >/dev/null 2>&1; do sleep 0.2; done
+sleep 15
+read -r w2 r2 < <(scrape 18091)
+[ "$w2" -eq 0 ] || die "8: the restarted operator wrote $w2 times"
+row "a quiet ${QUIET}s after convergence ($total Databases), then a restart" "zero writes; a bounded number of reconciles" \
+  pass "0 writes and $((r1 - r0)) reconciles in ${QUIET}s; after the restart $r2 reconciles (one per Database) and 0 writes in 15 s"
+kill -TERM "$op"; wait "$op" || true
+
+log "all scenarios passed; the table is $results"
