@@ -301,10 +301,24 @@ cmd_restart() { # component
     log "killed $name (pid $pid)"
   fi
   mapfile -d '' args <"$dir/$name.args"
-  launch "$name" "${args[@]}"
-  if [ "$name" = kube-apiserver ]; then
-    wait_for "kube-apiserver /readyz" 120 kube-apiserver kubectl --kubeconfig "$kubeconfig" get --raw /readyz
-  fi
+  local attempt deadline
+  for attempt in 1 2 3; do
+    launch "$name" "${args[@]}"
+    [ "$name" = kube-apiserver ] || return 0
+    # A restarted apiserver may give up on a post-start hook under load (the Service IP
+    # repair's initial check) and exit; a kubelet would start it again, and so does this.
+    deadline=$(($(date +%s) + 120))
+    until kubectl --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1; do
+      if ! running "$name"; then
+        log "$name exited while starting (attempt $attempt of 3): $(tail -n 1 "$dir/logs/$name.log" | cut -c1-200)"
+        continue 2
+      fi
+      [ "$(date +%s)" -lt "$deadline" ] || die "timed out after 120s waiting for kube-apiserver /readyz"
+      sleep 0.5
+    done
+    return 0
+  done
+  die "$name did not start in 3 attempts (log: $dir/logs/$name.log)"
 }
 
 cmd_env() {

@@ -2,9 +2,12 @@
 # The whole test suite, as CI runs it: builds what is missing (the control plane and helm into
 # ~/.cache, the operator's image, the crate), starts a control plane of its own, runs every
 # `cargo test` target (unit, integration, end-to-end, installation, doc) against it, and stops
-# the plane even when tests fail.
+# the plane even when tests fail; then the fault suite (hack/faults.sh, about five minutes, on
+# a plane of its own).
 #
 # usage: hack/test.sh [extra cargo test args...]
+#
+#   FAULTS=0   skip the fault suite (hack/test-matrix.sh does, on every version)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$(date +%s)
@@ -40,4 +43,9 @@ eval "$(hack/control-plane.sh env)"
 log "running cargo test"
 cargo test --all-targets "$@"
 cargo test --doc
+if [ "${FAULTS:-1}" != 0 ]; then
+  log "running the fault suite (hack/faults.sh)"
+  hack/control-plane.sh down >/dev/null 2>&1 || true
+  PLANE=faults-$$ BIN=target/image/context/database-operator hack/faults.sh
+fi
 log "all tests passed"
