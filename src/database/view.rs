@@ -149,8 +149,9 @@ pub struct PodSpecView {
     /// The init containers (a restore's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_containers: Option<Vec<ContainerView>>,
-    /// The pod's security context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The pod's security context; an empty one (which the apiserver defaults on every pod
+    /// template) is read as none, so a generic Database's view allocates nothing for it.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "unless_empty")]
     pub security_context: Option<Box<PodSecurityContext>>,
     /// The pod's volumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -366,6 +367,16 @@ pub struct SecretView {
     pub metadata: ObjectMeta,
 }
 
+/// `Some` only when the value is not its type's default (`{}`): what the operator sets is never
+/// empty, and an empty structure would cost a whole boxed value per cached object.
+fn unless_empty<'de, D, T>(deserializer: D) -> Result<Option<Box<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default + PartialEq,
+{
+    Ok(Option::<Box<T>>::deserialize(deserializer)?.filter(|value| **value != T::default()))
+}
+
 /// `metadata` as a view reads it: every field but `annotations` and `managedFields`, which
 /// the operator never reads on a child and serde then skips without building them. The
 /// managedFields of a Deployment that two managers write (this operator's apply, the
@@ -461,6 +472,20 @@ mod tests {
     /// apiserver stored it unchanged.
     fn through<V: serde::de::DeserializeOwned, T: Serialize>(child: &T) -> V {
         serde_json::from_value(serde_json::to_value(child).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_empty_pod_security_context_the_apiserver_defaults_is_read_as_none() {
+        let deployment = |context: &str| {
+            format!(
+                r#"{{"metadata":{{"name":"a"}},"spec":{{"selector":{{"matchLabels":{{"app":"a"}}}},"template":{{"spec":{{"containers":[],"securityContext":{context}}}}}}}}}"#
+            )
+        };
+        let pod =
+            |json: String| serde_json::from_str::<DeploymentView>(&json).unwrap().spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod(deployment("{}")).security_context, None);
+        let restricted = pod(deployment(r#"{"runAsNonRoot":true,"fsGroup":999}"#)).security_context.unwrap();
+        assert_eq!((restricted.run_as_non_root, restricted.fs_group), (Some(true), Some(999)));
     }
 
     #[test]
