@@ -115,11 +115,11 @@ impl SpamFilter {
     }
 
     /// Whether an event about the object `key` may go out now.
-    fn allows(&self, key: &str) -> bool {
+    fn allows(&self, key: String) -> bool {
         if self.publishes.fetch_add(1, Ordering::Relaxed) % SPAM_PRUNE_EVERY == SPAM_PRUNE_EVERY - 1 {
             self.buckets.retain_recent();
         }
-        self.buckets.check_key(&key.to_string()).is_ok()
+        self.buckets.check_key(&key).is_ok()
     }
 }
 
@@ -241,7 +241,7 @@ impl Recorder {
         let object = meta.uid.clone().unwrap_or_else(|| {
             format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
         });
-        if !self.spam.allows(&object) {
+        if !self.spam.allows(object) {
             self.dropped.get_or_create(&[("cause", "spam")]).inc();
             return;
         }

@@ -124,9 +124,14 @@ async fn create_update_delete_reach_store_and_handlers(mode: InitialListMode) ->
 
 /// The value of counter `name` for ConfigMaps, from the text exposition.
 fn counter(registry: &Registry, name: &str) -> u64 {
+    counter_of(registry, name, "configmaps")
+}
+
+/// The value of counter `name` for `resource`, from the text exposition.
+fn counter_of(registry: &Registry, name: &str, resource: &str) -> u64 {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
-    let prefix = format!("{name}{{resource=\"configmaps\"}} ");
+    let prefix = format!("{name}{{resource=\"{resource}\"}} ");
     let line = text.lines().find_map(|line| line.strip_prefix(&prefix));
     line.unwrap_or_else(|| panic!("{name} missing from\n{text}")).parse().unwrap()
 }
@@ -298,11 +303,7 @@ fn gadget(name: &str, size: &str) -> serde_json::Value {
 
 /// The value of counter `name` for Gadgets.
 fn gadget_counter(registry: &Registry, name: &str) -> u64 {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
-    let prefix = format!("{name}{{resource=\"gadgets.informer-test.example.com\"}} ");
-    let line = text.lines().find_map(|line| line.strip_prefix(&prefix));
-    line.unwrap_or_else(|| panic!("{name} missing from\n{text}")).parse().unwrap()
+    counter_of(registry, name, "gadgets.informer-test.example.com")
 }
 
 /// One stored object the type cannot hold: a fresh informer still syncs with every other one
