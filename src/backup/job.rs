@@ -10,10 +10,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    Container, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube_core::{ObjectMeta, Resource};
 
@@ -58,15 +56,7 @@ pub fn claim(backup: &DatabaseBackup, db: &Database) -> PersistentVolumeClaim {
     });
     PersistentVolumeClaim {
         metadata: metadata(backup),
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([("storage".to_string(), Quantity(size))])),
-                ..Default::default()
-            }),
-            storage_class_name: storage.storage_class_name,
-            ..Default::default()
-        }),
+        spec: Some(crate::database::volume::claim_spec(size, storage.storage_class_name)),
         status: None,
     }
 }

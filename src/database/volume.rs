@@ -101,16 +101,22 @@ pub fn claim(db: &Database, live: Option<&PersistentVolumeClaimView>) -> Persist
             owner_references: Some(if retain { Vec::new() } else { vec![owner_reference(db)] }),
             ..Default::default()
         },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([("storage".to_string(), Quantity(size))])),
-                ..Default::default()
-            }),
-            storage_class_name: storage.storage_class_name,
+        spec: Some(claim_spec(size, storage.storage_class_name)),
+        status: None,
+    }
+}
+
+/// A ReadWriteOnce claim of `size` in `class` (the cluster's default class when `None`): a
+/// Database's data, or a backup's.
+pub fn claim_spec(size: String, class: Option<String>) -> PersistentVolumeClaimSpec {
+    PersistentVolumeClaimSpec {
+        access_modes: Some(vec!["ReadWriteOnce".into()]),
+        resources: Some(VolumeResourceRequirements {
+            requests: Some(BTreeMap::from([("storage".to_string(), Quantity(size))])),
             ..Default::default()
         }),
-        status: None,
+        storage_class_name: class,
+        ..Default::default()
     }
 }
 

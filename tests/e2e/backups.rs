@@ -9,32 +9,12 @@ use database_operator::backup::{self, BackupPhase, DatabaseBackup};
 use database_operator::database::{Database, DatabaseSpec, EngineKind, Phase, Size};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube_client::Client;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-use crate::common::{TestNamespace, client, install_crd, wait_until};
+use crate::common::{Operator, TestNamespace, client, install_crd, wait_until};
 
 const CONVERGE: Duration = Duration::from_secs(90);
-
-/// An operator in this process for one namespace, stopped when dropped.
-pub(crate) struct Operator(CancellationToken);
-
-impl Operator {
-    pub(crate) fn start(client: &Client, namespace: &str) -> Self {
-        let cancel = CancellationToken::new();
-        let options = database_operator::operator::Options::new(Some(namespace.to_string()), 2);
-        tokio::spawn(database_operator::operator::run(client.clone(), options, cancel.clone()));
-        Self(cancel)
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
-}
 
 pub(crate) async fn finished(backups: &Api<DatabaseBackup>, name: &str) -> DatabaseBackup {
     wait_until(&format!("DatabaseBackup {name} to finish"), CONVERGE, || async {

@@ -9,6 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube_client::Client;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_core::ObjectMeta;
+use tokio_util::sync::CancellationToken;
 
 const NO_PLANE: &str = "no control plane: KUBECONFIG is not set. Start one with \
 `hack/control-plane.sh up` and `eval $(hack/control-plane.sh env)`, or run the whole suite with `hack/test.sh`";
@@ -186,4 +187,22 @@ pub(crate) async fn https_get(address: std::net::SocketAddr, path: &str, token: 
         .parse()
         .unwrap_or_else(|_| panic!("curl https://{address}{path}: {}", String::from_utf8_lossy(&output.stderr)));
     (code, body.to_string())
+}
+
+/// An operator in this process for one namespace (2 workers), stopped when dropped.
+pub(crate) struct Operator(CancellationToken);
+
+impl Operator {
+    pub(crate) fn start(client: &Client, namespace: &str) -> Self {
+        let cancel = CancellationToken::new();
+        let options = database_operator::operator::Options::new(Some(namespace.to_string()), 2);
+        tokio::spawn(database_operator::operator::run(client.clone(), options, cancel.clone()));
+        Self(cancel)
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }

@@ -16,29 +16,10 @@ use kube_client::Client;
 use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_core::{ApiResource, DynamicObject, ObjectMeta};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-use crate::common::{TestNamespace, client, install_crd, wait_until};
+use crate::common::{Operator, TestNamespace, client, install_crd, wait_until};
 
 const CONVERGE: Duration = Duration::from_secs(90);
-
-/// An operator in this process for one namespace, stopped when dropped.
-struct Operator(CancellationToken);
-
-impl Operator {
-    fn start(client: &Client, namespace: &str) -> Self {
-        let cancel = CancellationToken::new();
-        let options = database_operator::operator::Options::new(Some(namespace.to_string()), 2);
-        tokio::spawn(database_operator::operator::run(client.clone(), options, cancel.clone()));
-        Self(cancel)
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
-}
 
 struct Fixture {
     client: Client,
