@@ -219,7 +219,10 @@ async fn a_leader_draining_longer_than_its_lease_keeps_it_until_released_and_the
         databases.create(&PostParams::default(), &db).await.unwrap();
     }
     // Once the leader wrote its first children, its bucket is empty and every write waits.
-    wait_until("the leader to write", Duration::from_secs(60), || async { (!a.writes().is_empty()).then_some(()) })
+    // The informers' first requests go through the same bucket: one each with streaming
+    // lists, up to three where the apiserver refuses them (the refused stream, the list, the
+    // watch), so with seven informers the first write may wait (21 - 6) / 0.2 = 75 s.
+    wait_until("the leader to write", Duration::from_secs(150), || async { (!a.writes().is_empty()).then_some(()) })
         .await;
 
     a.signal("-TERM");
@@ -271,7 +274,10 @@ async fn a_leader_whose_client_throttle_is_saturated_keeps_renewing_its_lease() 
         let db = Database::new(&format!("db-{i}"), DatabaseSpec::new(Size::Small, "postgres:17"));
         databases.create(&PostParams::default(), &db).await.unwrap();
     }
-    wait_until("the leader to write", Duration::from_secs(60), || async { (!a.writes().is_empty()).then_some(()) })
+    // The informers' first requests go through the same bucket: one each with streaming
+    // lists, up to three where the apiserver refuses them (the refused stream, the list, the
+    // watch), so with seven informers the first write may wait (21 - 6) / 0.2 = 75 s.
+    wait_until("the leader to write", Duration::from_secs(150), || async { (!a.writes().is_empty()).then_some(()) })
         .await;
     // Eight Databases need more than forty writes: at 0.2/s, the bucket stays empty throughout.
     let watched = Instant::now();
