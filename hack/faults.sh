@@ -138,6 +138,13 @@ seed() { # NAMESPACE COUNT
 
 alive() { kill -0 "$1" 2>/dev/null || die "the operator (pid $1) is gone; its log: $OUT/logs"; }
 
+# logged_writes NAME FROM: the writes operator NAME logged after line FROM of its log, counted
+# by Database and what was written, the most frequent first (a failure's evidence).
+logged_writes() {
+  tail -n "+$(($2 + 1))" "$OUT/logs/$1.log" | grep -o 'key=[^ ]* .*: wrote [A-Za-z]*' |
+    sed -E 's/ .*: wrote / wrote /' | sort | uniq -c | sort -rn | head -5 | sed "s|^|  $1: |" >&2
+}
+
 printf '| scenario | promise | result | figure |\n|---|---|---|---|\n' | tee -a "$results" >&2
 
 # 1. The apiserver killed and restarted three times while N Databases converge.
@@ -246,10 +253,15 @@ seconds=$(wait_converged "7")
 sleep 10
 read -r a0 _ < <(scrape 18091)
 read -r b0 _ < <(scrape 18092)
+lines_a=$(wc -l <"$OUT/logs/operator-6.log") lines_b=$(wc -l <"$OUT/logs/operator-7.log")
 sleep 30
 read -r a1 _ < <(scrape 18091)
 read -r b1 _ < <(scrape 18092)
-[ $((a1 - a0 + b1 - b0)) -eq 0 ] || die "7: $((a1 - a0)) and $((b1 - b0)) writes in 30 quiet seconds: an apply war"
+if [ $((a1 - a0 + b1 - b0)) -ne 0 ]; then
+  logged_writes operator-6 "$lines_a"
+  logged_writes operator-7 "$lines_b"
+  die "7: $((a1 - a0)) and $((b1 - b0)) writes in 30 quiet seconds: an apply war"
+fi
 kill -TERM "$op2"; wait "$op2" || true
 row "two operators without leader election on the same Databases" "both converge to the same objects; no apply war" \
   pass "converged ${seconds}s; 0 writes by either in 30 s afterwards"

@@ -117,12 +117,6 @@ impl<K: Resource + Clone> UrlListWatch<K> {
             _kind: PhantomData,
         }
     }
-
-    /// The URL path of the collection.
-    #[cfg(test)]
-    pub(crate) fn url(&self) -> &str {
-        &self.request.url_path
-    }
 }
 
 /// One line of a watch body: an event, a bad object, or the end of the stream. A connection
@@ -225,8 +219,11 @@ mod tests {
 
     #[tokio::test]
     async fn namespace_applies_to_namespaced_kinds_only() {
-        assert_eq!(UrlListWatch::<ConfigMap>::new(client(), Some("ns")).url(), "/api/v1/namespaces/ns/configmaps");
-        assert_eq!(UrlListWatch::<ConfigMap>::new(client(), None).url(), "/api/v1/configmaps");
-        assert_eq!(UrlListWatch::<Namespace>::new(client(), Some("ns")).url(), "/api/v1/namespaces");
+        assert_eq!(
+            UrlListWatch::<ConfigMap>::new(client(), Some("ns")).request.url_path,
+            "/api/v1/namespaces/ns/configmaps"
+        );
+        assert_eq!(UrlListWatch::<ConfigMap>::new(client(), None).request.url_path, "/api/v1/configmaps");
+        assert_eq!(UrlListWatch::<Namespace>::new(client(), Some("ns")).request.url_path, "/api/v1/namespaces");
     }
 }

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::shutdown::Lead;
 use crate::ops::leader::{Config, Elector, Ended};
 
 /// How the workers are stopped.
@@ -68,15 +69,17 @@ impl Leadership {
         });
         Some(Self { elector, renew, renewer, lost, is_leader })
     }
+}
 
+impl Lead for Leadership {
     /// Whether the Lease was lost: nothing may be written any more.
-    pub(super) fn is_lost(&self) -> bool {
+    fn is_lost(&self) -> bool {
         self.lost.is_cancelled()
     }
 
     /// Stops renewing and, unless it was lost, releases the Lease so another replica takes over
     /// at once. Returns how leading ended.
-    pub(super) async fn end(self) -> Ended {
+    async fn end(self) -> Ended {
         if self.is_lost() {
             // The renewer may still wait to abort the workers, which are gone by now.
             self.renewer.abort();

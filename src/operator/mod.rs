@@ -24,15 +24,17 @@ use crate::client::{self, RequestMetrics};
 use crate::controller;
 use crate::events::Recorder;
 use crate::informer::{self, Factory};
-use crate::ops::leader::{self, Elector, Ended};
+use crate::ops::leader::{self, Elector};
 
 use crate::ops::{self, Health};
 use crate::workqueue;
 
 mod controllers;
 mod leadership;
+mod shutdown;
 use controllers::{Controllers, Settings};
 use leadership::{Leadership, WorkerStop};
+use shutdown::Shutdown;
 
 /// What can stop the operator.
 #[derive(Debug, thiserror::Error)]
@@ -142,7 +144,8 @@ impl Options {
 }
 
 /// Runs the Database controller until `cancel` fires (or, with leader election, the Lease is
-/// lost), then stops in this order, each step when the one before is over:
+/// lost), then stops in this order, each step when the one before is over (steps 3 to 6 are
+/// [`shutdown`]):
 ///
 /// 1. take no new key;
 /// 2. let in-flight reconciles finish (after a lost Lease: abort them once
@@ -266,39 +269,18 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         controllers.run(workers.drain.clone(), workers.abort.clone()).await
     };
 
-    // The shutdown sequence. Steps 1 and 2 are done: no new key is taken, and in-flight
-    // reconciles have finished (or were aborted, the Lease being lost). Each step starts when
-    // the one before it is over; the Lease is renewed until every write is done.
-    info!("shutdown 2/6: workers stopped");
-    let lost = leadership.as_ref().is_some_and(Leadership::is_lost);
-    // 3. The last recorder went with the reconcilers: the events task writes what is queued
-    //    and ends. After a lost Lease nothing more is written: another replica may lead.
-    if lost {
-        events_task.abort();
+    // Steps 1 and 2 are done: no new key is taken, and in-flight reconciles have finished (or
+    // were aborted, the Lease being lost).
+    Shutdown {
+        events: events_task,
+        leadership,
+        health,
+        informers: informers_cancel,
+        informer_tasks,
+        informer_stopped,
+        servers: servers_cancel,
+        server_tasks: servers,
     }
-    let _ = events_task.await;
-    info!("shutdown 3/6: events flushed");
-    // 4 and 5. Stop renewing, then release the Lease.
-    let mut result = result.map_err(Error::from);
-    if let Some(leadership) = leadership
-        && leadership.end().await == Ended::Lost
-    {
-        result = result.and(Err(Error::LeadershipLost));
-    }
-    info!("shutdown 5/6: leadership ended");
-    // 6. The informers and the endpoints.
-    health.stopping();
-    informers_cancel.cancel();
-    if informer_stopped.is_finished() {
-        let resource = informer_stopped.await.unwrap_or_default();
-        result = result.and(Err(Error::InformerStopped { resource }));
-    } else {
-        informer_stopped.abort();
-    }
-    servers_cancel.cancel();
-    for task in informer_tasks.into_iter().chain(servers) {
-        let _ = task.await;
-    }
-    info!("shutdown 6/6: informers and endpoints stopped");
-    result
+    .run(result)
+    .await
 }
