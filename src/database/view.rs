@@ -9,12 +9,10 @@
 //! [`super::status`] reads (replica counts, conditions) and the metadata; serde skips the rest
 //! of the JSON without allocating it, including the metadata's annotations and managedFields.
 //! Small string maps (selectors, template labels, resource quantities) are vectors of pairs
-//! instead of B-trees.
+//! instead of B-trees. The machinery is the informer's ([`crate::informer::view`]).
 //!
 //! The contract with `children`: a field the operator sets must exist in the view, or drift
 //! detection cannot see it change. `every_field_the_operator_sets_survives_the_view` pins it.
-
-use std::fmt;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
@@ -22,52 +20,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde::de::{MapAccess, Visitor};
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
-/// A small string-to-string map (labels, a selector, resource quantities), as pairs in the
-/// order the apiserver sent them: two short vectors instead of a 544-byte B-tree node.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SmallMap(pub Vec<(String, String)>);
-
-impl SmallMap {
-    /// The value of `key`, if present.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
-    }
-}
-
-impl Serialize for SmallMap {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (key, value) in &self.0 {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for SmallMap {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Pairs;
-        impl<'de> Visitor<'de> for Pairs {
-            type Value = SmallMap;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of strings")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<SmallMap, A::Error> {
-                let mut pairs = Vec::with_capacity(access.size_hint().unwrap_or(0));
-                while let Some(pair) = access.next_entry()? {
-                    pairs.push(pair);
-                }
-                pairs.shrink_to_fit();
-                Ok(SmallMap(pairs))
-            }
-        }
-        deserializer.deserialize_map(Pairs)
-    }
-}
+use crate::informer::view::{SmallMap, read_metadata, unless_empty};
+use crate::view_of;
 
 /// A Deployment as the operator caches it.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -367,88 +323,6 @@ pub struct SecretView {
     pub metadata: ObjectMeta,
 }
 
-/// `Some` only when the value is not its type's default (`{}`): what the operator sets is never
-/// empty, and an empty structure would cost a whole boxed value per cached object.
-fn unless_empty<'de, D, T>(deserializer: D) -> Result<Option<Box<T>>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default + PartialEq,
-{
-    Ok(Option::<Box<T>>::deserialize(deserializer)?.filter(|value| **value != T::default()))
-}
-
-/// `metadata` as a view reads it: every field but `annotations` and `managedFields`, which
-/// the operator never reads on a child and serde then skips without building them. The
-/// managedFields of a Deployment that two managers write (this operator's apply, the
-/// Deployment controller's status) are most of its metadata, and decoding their `fieldsV1`
-/// trees was the largest single item of the operator's JSON decoding in a profile.
-fn read_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-    use std::collections::BTreeMap;
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Read {
-        creation_timestamp: Option<Time>,
-        deletion_grace_period_seconds: Option<i64>,
-        deletion_timestamp: Option<Time>,
-        finalizers: Option<Vec<String>>,
-        generate_name: Option<String>,
-        generation: Option<i64>,
-        labels: Option<BTreeMap<String, String>>,
-        name: Option<String>,
-        namespace: Option<String>,
-        owner_references: Option<Vec<OwnerReference>>,
-        resource_version: Option<String>,
-        uid: Option<String>,
-    }
-    let read = Read::deserialize(deserializer)?;
-    Ok(ObjectMeta {
-        creation_timestamp: read.creation_timestamp,
-        deletion_grace_period_seconds: read.deletion_grace_period_seconds,
-        deletion_timestamp: read.deletion_timestamp,
-        finalizers: read.finalizers,
-        generate_name: read.generate_name,
-        generation: read.generation,
-        labels: read.labels,
-        name: read.name,
-        namespace: read.namespace,
-        owner_references: read.owner_references,
-        resource_version: read.resource_version,
-        uid: read.uid,
-        annotations: None,
-        managed_fields: None,
-        self_link: None,
-    })
-}
-
-/// Makes a view a Kubernetes resource of the same type as `$full` (same group, version, kind,
-/// path), so informers, stores and `Api` work with it as with the full type.
-macro_rules! view_of {
-    ($view:ty, $full:ty) => {
-        impl k8s_openapi::Resource for $view {
-            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
-            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
-            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
-            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str = <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-            type Scope = <$full as k8s_openapi::Resource>::Scope;
-        }
-
-        impl k8s_openapi::Metadata for $view {
-            type Ty = ObjectMeta;
-
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
 view_of!(DeploymentView, Deployment);
 view_of!(ServiceView, Service);
 view_of!(PersistentVolumeClaimView, PersistentVolumeClaim);
@@ -537,30 +411,6 @@ mod tests {
         container.resources.as_mut().unwrap().limits.as_mut().unwrap().remove("memory");
         let view: DeploymentView = through(&live);
         assert!(crate::database::drift::differs(&children::deployment(&db), &view));
-    }
-
-    #[test]
-    fn a_view_reads_the_metadata_but_annotations_and_managed_fields() {
-        let json = serde_json::json!({
-            "metadata": {"name": "orders", "namespace": "shop", "uid": "u", "resourceVersion": "9", "generation": 2,
-                         "labels": {"app": "orders"}, "creationTimestamp": "2026-11-29T00:00:00Z",
-                         "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "Database", "name": "orders",
-                                              "uid": "db-uid", "controller": true}],
-                         "annotations": {"deployment.kubernetes.io/revision": "1"},
-                         "managedFields": [{"manager": "database-operator", "operation": "Apply",
-                                            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]}
-        });
-        let view: ServiceView = serde_json::from_value(json).unwrap();
-        let meta = &view.metadata;
-        assert_eq!((meta.name.as_deref(), meta.namespace.as_deref()), (Some("orders"), Some("shop")));
-        assert_eq!(
-            (meta.uid.as_deref(), meta.resource_version.as_deref(), meta.generation),
-            (Some("u"), Some("9"), Some(2))
-        );
-        assert_eq!(meta.labels.as_ref().unwrap()["app"], "orders");
-        assert_eq!(meta.owner_references.as_ref().unwrap()[0].uid, "db-uid");
-        assert!(meta.creation_timestamp.is_some());
-        assert_eq!((meta.annotations.as_ref(), meta.managed_fields.as_ref()), (None, None));
     }
 
     #[test]

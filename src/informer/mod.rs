@@ -67,6 +67,7 @@ mod shared;
 mod store;
 mod sync;
 mod transform;
+pub mod view;
 
 #[cfg(test)]
 pub(crate) mod harness;
