@@ -139,10 +139,19 @@ seed() { # NAMESPACE COUNT
 alive() { kill -0 "$1" 2>/dev/null || die "the operator (pid $1) is gone; its log: $OUT/logs"; }
 
 # logged_writes NAME FROM: the writes operator NAME logged after line FROM of its log, counted
-# by Database and what was written, the most frequent first (a failure's evidence).
+# by Database, what was written and the field that differed, the most frequent first (a
+# failure's evidence).
 logged_writes() {
-  tail -n "+$(($2 + 1))" "$OUT/logs/$1.log" | grep -o 'key=[^ ]* .*: wrote [A-Za-z]*' |
-    sed -E 's/ .*: wrote / wrote /' | sort | uniq -c | sort -rn | head -5 | sed "s|^|  $1: |" >&2
+  tail -n "+$(($2 + 1))" "$OUT/logs/$1.log" | python3 -c '
+import collections, re, sys
+counts = collections.Counter()
+for line in sys.stdin:
+    m = re.search(r"key=(\S+) .*: wrote (\w+)(.*)", line)
+    if m:
+        field = re.search(r"(?:changed|differed)=(\S*)", m.group(3))
+        counts[(m.group(1), m.group(2), field.group(1) if field else "")] += 1
+for (key, what, field), n in counts.most_common(5):
+    print(f"  '"$1"': {n} x {key} {what}, differed: {field}")' >&2
 }
 
 printf '| scenario | promise | result | figure |\n|---|---|---|---|\n' | tee -a "$results" >&2
@@ -288,19 +297,84 @@ seconds=$(wait_converged "8")
 row "a namespace deleted while its 50 Databases reconcile" "no crash, no hot loop; the namespace goes; the rest stays converged" \
   pass "the namespace was gone ${gone}s after the delete; then 0 writes and $((r1 - r0)) reconciles in 10 s"
 
-# 9. The quiet minute, and a restart with everything converged.
-log "9: a quiet ${QUIET}s, then a restart with everything converged"
+# 9. What only the cluster can refuse: a LimitRange and a ResourceQuota that forbid the
+# database pod. The ReplicaSet cannot create it; the Database must say so in their words.
+log "9: a LimitRange and a ResourceQuota that forbid the database pod"
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: faults-9-limits}
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: tiny, namespace: faults-9-limits}
+spec:
+  limits:
+  - type: Container
+    max: {cpu: 100m}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: faults-9-quota}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: no-pods, namespace: faults-9-quota}
+spec:
+  hard: {pods: "0"}
+YAML
+t0=$(date +%s.%N)
+until [ -n "$(kubectl get resourcequota -n faults-9-quota no-pods -o jsonpath='{.status.hard.pods}')" ]; do
+  (($(date +%s) - ${t0%.*} < TIMEOUT)) || die "9: the quota controller did not count faults-9-quota in ${TIMEOUT}s"
+  sleep 0.2
+done
+t0=$(date +%s.%N)
+for ns in faults-9-limits faults-9-quota; do
+  printf 'apiVersion: example.com/v1\nkind: Database\nmetadata: {name: orders, namespace: %s}\nspec: {size: small, image: "postgres:17"}\n' "$ns" |
+    kubectl apply -f - >/dev/null
+done
+# degraded NAMESPACE: "REASON: MESSAGE" of the Database's Degraded=True condition, if any.
+degraded() {
+  kubectl get database -n "$1" orders -o jsonpath='{range .status.conditions[?(@.type=="Degraded")]}{.status} {.reason}: {.message}{end}' |
+    sed -n 's/^True //p'
+}
+for ns in faults-9-limits faults-9-quota; do
+  until [ -n "$(degraded "$ns")" ]; do
+    (($(date +%s) - ${t0%.*} < TIMEOUT)) || die "9: the Database in $ns is not Degraded after ${TIMEOUT}s"
+    sleep 0.5
+  done
+done
+seconds=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+limits=$(degraded faults-9-limits) quota=$(degraded faults-9-quota)
+log "9: the Database in faults-9-limits says \"$limits\""
+log "9: the Database in faults-9-quota says \"$quota\""
+[[ $limits == *"maximum cpu usage per Container is 100m"* ]] || die "9: the LimitRange's words are missing"
+[[ $quota == *"exceeded quota: no-pods"* ]] || die "9: the quota's words are missing"
+for ns in faults-9-limits faults-9-quota; do
+  warnings=$(kubectl get events -n "$ns" --field-selector type=Warning,involvedObject.kind=Database -o jsonpath='{.items[*].message}')
+  [[ $warnings == *forbidden* ]] || die "9: no Warning event with the refusal for the Database in $ns: $warnings"
+done
+read -r w0 r0 < <(scrape 18091)
+sleep 10
+read -r w1 r1 < <(scrape 18091)
+[ $((w1 - w0)) -eq 0 ] || die "9: $((w1 - w0)) writes in the 10 s after both Databases reported the refusal"
+row "a LimitRange and a ResourceQuota that forbid the database pod" \
+  "the Database says so in their own words (Degraded, a Warning event); no hot loop" \
+  pass "both reported ${seconds}s after creation; then 0 writes and $((r1 - r0)) reconciles in 10 s"
+
+# 10. The quiet minute, and a restart with everything converged.
+log "10: a quiet ${QUIET}s, then a restart with everything converged"
 total=$(kubectl get databases -A --no-headers | wc -l)
 read -r w0 r0 < <(scrape 18091)
 sleep "$QUIET"
 read -r w1 r1 < <(scrape 18091)
-[ $((w1 - w0)) -eq 0 ] || die "9: $((w1 - w0)) writes in a quiet ${QUIET}s"
+[ $((w1 - w0)) -eq 0 ] || die "10: $((w1 - w0)) writes in a quiet ${QUIET}s"
 kill -TERM "$op"; wait "$op" || true
 start_operator operator-8 18091; op=$OP
 until curl -fsS http://127.0.0.1:18091/metrics >/dev/null 2>&1; do sleep 0.2; done
 sleep 15
 read -r w2 r2 < <(scrape 18091)
-[ "$w2" -eq 0 ] || die "9: the restarted operator wrote $w2 times"
+[ "$w2" -eq 0 ] || die "10: the restarted operator wrote $w2 times"
 row "a quiet ${QUIET}s after convergence ($total Databases), then a restart" "zero writes; a bounded number of reconciles" \
   pass "0 writes and $((r1 - r0)) reconciles in ${QUIET}s; after the restart $r2 reconciles (one per Database) and 0 writes in 15 s"
 kill -TERM "$op"; wait "$op" || true

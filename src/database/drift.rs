@@ -29,6 +29,14 @@ use serde_json::Value;
 /// Whether `live` lacks, or has another value for, any field that `desired` sets. `live` may
 /// be another type than `desired` (a cached view of it, say): they are compared as JSON.
 pub fn differs<D: Serialize, L: Serialize>(desired: &D, live: &L) -> bool {
+    difference(desired, live).is_some()
+}
+
+/// The first field that `desired` sets and `live` lacks or has another value for, as a path
+/// such as `spec.template.spec.containers[database].image` (keyed list elements by their key,
+/// atomic ones by position); `None` when `live` has them all. Logged and put in the "Updated"
+/// event, so a repair says what it repaired.
+pub fn difference<D: Serialize, L: Serialize>(desired: &D, live: &L) -> Option<String> {
     match (serde_json::to_value(desired), serde_json::to_value(live)) {
         (Ok(mut desired), Ok(live)) => {
             // The type, not a field: a cached view of a Deployment is a Deployment without
@@ -37,39 +45,58 @@ pub fn differs<D: Serialize, L: Serialize>(desired: &D, live: &L) -> bool {
                 fields.remove("apiVersion");
                 fields.remove("kind");
             }
-            !contains(&live, &desired)
+            missing(None, &live, &desired)
         }
         // Serialising a k8s-openapi type cannot fail; if it ever did, writing is the safe side.
-        _ => true,
+        _ => Some(String::new()),
     }
 }
 
-/// Whether `live` contains everything `desired` sets.
-fn contains(live: &Value, desired: &Value) -> bool {
-    contains_in(None, live, desired)
-}
-
-/// [`contains`], knowing the name of the field that holds the values (for a list's merge key).
-fn contains_in(field: Option<&str>, live: &Value, desired: &Value) -> bool {
+/// Where `live` does not contain `desired` ("" for `live` itself), knowing the name of the
+/// field that holds the values (for a list's merge key).
+fn missing(field: Option<&str>, live: &Value, desired: &Value) -> Option<String> {
     match (live, desired) {
-        (Value::Object(live), Value::Object(desired)) => desired.iter().all(|(key, want)| match live.get(key) {
-            Some(have) => contains_in(Some(key), have, want),
+        (Value::Object(live), Value::Object(desired)) => desired.iter().find_map(|(key, want)| match live.get(key) {
+            Some(have) => missing(Some(key), have, want).map(|rest| join(key, &rest)),
             // The API drops empty lists (`omitempty`): one that is absent is empty.
-            None => want.is_null() || want.as_array().is_some_and(Vec::is_empty),
+            None => (!(want.is_null() || want.as_array().is_some_and(Vec::is_empty))).then(|| key.clone()),
         }),
         // An empty list the operator sets says "none": others' elements included.
-        (Value::Array(live), Value::Array(desired)) if desired.is_empty() => live.is_empty(),
+        (Value::Array(live), Value::Array(desired)) if desired.is_empty() => (!live.is_empty()).then(String::new),
         (Value::Array(live), Value::Array(desired)) => match field.and_then(merge_key) {
-            Some(key) => desired.iter().all(|want| {
-                let wanted = key(want);
-                wanted.is_some() && live.iter().any(|have| key(have) == wanted && contains_in(None, have, want))
+            Some(key) => desired.iter().find_map(|want| {
+                let Some(wanted) = key(want) else { return Some(String::new()) };
+                let element = format!("[{}]", wanted.trim_matches('"'));
+                let mut same_key = live.iter().filter(|have| key(have).as_ref() == Some(&wanted)).peekable();
+                match same_key.peek() {
+                    None => Some(element),
+                    Some(first) => {
+                        let first_difference = missing(None, first, want);
+                        if same_key.any(|have| missing(None, have, want).is_none()) {
+                            None
+                        } else {
+                            first_difference.map(|rest| join(&element, &rest))
+                        }
+                    }
+                }
             }),
-            None => {
-                live.len() == desired.len()
-                    && live.iter().zip(desired).all(|(have, want)| contains_in(None, have, want))
-            }
+            None if live.len() != desired.len() => Some(String::new()),
+            None => live
+                .iter()
+                .zip(desired)
+                .enumerate()
+                .find_map(|(i, (have, want))| missing(None, have, want).map(|rest| join(&format!("[{i}]"), &rest))),
         },
-        (live, desired) => live == desired,
+        (live, desired) => (live != desired).then(String::new),
+    }
+}
+
+/// `head` followed by the path `rest` below it.
+fn join(head: &str, rest: &str) -> String {
+    match rest {
+        "" => head.to_string(),
+        _ if rest.starts_with('[') => format!("{head}{rest}"),
+        _ => format!("{head}.{rest}"),
     }
 }
 
@@ -154,6 +181,39 @@ mod tests {
         let desired = json!({"spec": {"initContainers": []}});
         assert!(!differs(&desired, &json!({"spec": {}})));
         assert!(differs(&desired, &json!({"spec": {"initContainers": [{"name": "restore"}]}})));
+    }
+
+    #[test]
+    fn the_difference_names_the_first_field_that_differs() {
+        let desired = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "database", "image": "postgres:17", "args": ["-c", "a"], "ports": [{"containerPort": 5432}]}]}}}});
+        let live = |image: &str, args: Value, ports: Value| {
+            json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "sidecar"}, {"name": "database", "image": image, "args": args, "ports": ports}]}}}})
+        };
+        let ports = json!([{"containerPort": 5432, "protocol": "TCP"}]);
+        assert_eq!(difference(&desired, &live("postgres:17", json!(["-c", "a"]), ports.clone())), None);
+        assert_eq!(
+            difference(&desired, &live("postgres:16", json!(["-c", "a"]), ports.clone())).as_deref(),
+            Some("spec.template.spec.containers[database].image")
+        );
+        assert_eq!(
+            difference(&desired, &live("postgres:17", json!(["-c", "b"]), ports.clone())).as_deref(),
+            Some("spec.template.spec.containers[database].args[1]")
+        );
+        assert_eq!(
+            difference(&desired, &live("postgres:17", json!(["-c"]), ports)).as_deref(),
+            Some("spec.template.spec.containers[database].args")
+        );
+        assert_eq!(
+            difference(&desired, &live("postgres:17", json!(["-c", "a"]), json!([{"containerPort": 80}]))).as_deref(),
+            Some("spec.template.spec.containers[database].ports[5432/TCP]")
+        );
+        assert_eq!(difference(&json!({"metadata": {"labels": {"app": "x"}}}), &json!({})).as_deref(), Some("metadata"));
+        assert_eq!(
+            difference(&json!({"spec": {"replicas": 1}}), &json!({"spec": {"replicas": 2}})).as_deref(),
+            Some("spec.replicas")
+        );
     }
 
     #[test]

@@ -240,7 +240,9 @@ impl DatabaseReconciler {
                     what: format!("status of Database {}", crate::informer::key_of(db)),
                     source,
                 })?;
-            info!(phase = ?status.phase, "wrote status");
+            let changed =
+                db.status.as_ref().map_or_else(|| Some("status".into()), |live| drift::difference(&status, live));
+            info!(phase = ?status.phase, ready = status.ready_replicas.unwrap_or_default(), changed = %changed.unwrap_or_default(), "wrote status");
         }
         // An upgrade in progress is looked at again at its deadline, a schedule at its next
         // time, even if nothing changes.
@@ -431,21 +433,25 @@ impl DatabaseReconciler {
     {
         let kind = T::kind(&());
         let key = crate::informer::key_of(&desired);
+        // The field that differs, when the child exists: what the write repairs.
         let repair = match &live {
-            Some(live) if !drift::differs(&desired, live.as_ref()) => return Ok(Ok(live.clone())),
-            Some(_) => true,
-            None => false,
+            Some(live) => match drift::difference(&desired, live.as_ref()) {
+                None => return Ok(Ok(live.clone())),
+                field => field,
+            },
+            None => None,
         };
         let api: Api<V> = Api::namespaced(self.client.clone(), desired.meta().namespace.as_deref().unwrap_or_default());
         let name = desired.meta().name.clone().unwrap_or_default();
         match api.patch(&name, &apply_params(), &Patch::Apply(&desired)).await {
             Ok(written) => {
-                let (reason, note) = if repair {
-                    ("Updated", format!("updated {kind} {name} to match the Database spec"))
-                } else {
-                    ("Created", format!("created {kind} {name}"))
+                let (reason, note) = match &repair {
+                    Some(field) => {
+                        ("Updated", format!("updated {kind} {name} to match the Database spec ({field} differed)"))
+                    }
+                    None => ("Created", format!("created {kind} {name}")),
                 };
-                info!(child = %key, reason, "wrote {kind}");
+                info!(child = %key, reason, differed = %repair.as_deref().unwrap_or_default(), "wrote {kind}");
                 self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note);
                 Ok(Ok(Arc::new(written)))
             }
