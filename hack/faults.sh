@@ -259,21 +259,44 @@ log "7: a second operator without leader election beside the first"
 start_operator operator-7 18092; op2=$OP
 seed faults-7 20
 seconds=$(wait_converged "7")
-sleep 10
+# Converged is not quiet: a status follows its pods, and on this plane pods may become Ready
+# (or not Ready) in a wave long after their Database converged (kwok's nodes marked NotReady
+# while the apiserver was frozen, say); with two operators each such change is written by
+# both. What tells an apply war from that: a war never stops, and writes the same objects
+# again and again. So: 30-second windows until one in which neither operator writes
+# (bounded), and no object written more than 10 times by the two together until then.
+lines_a=$(wc -l <"$OUT/logs/operator-6.log") lines_b=$(wc -l <"$OUT/logs/operator-7.log")
 read -r a0 _ < <(scrape 18091)
 read -r b0 _ < <(scrape 18092)
-lines_a=$(wc -l <"$OUT/logs/operator-6.log") lines_b=$(wc -l <"$OUT/logs/operator-7.log")
-sleep 30
-read -r a1 _ < <(scrape 18091)
-read -r b1 _ < <(scrape 18092)
-if [ $((a1 - a0 + b1 - b0)) -ne 0 ]; then
+t0=$(date +%s)
+while true; do
+  read -r pa _ < <(scrape 18091)
+  read -r pb _ < <(scrape 18092)
+  sleep 30
+  read -r qa _ < <(scrape 18091)
+  read -r qb _ < <(scrape 18092)
+  [ $((qa - pa + qb - pb)) -eq 0 ] && break
+  if (($(date +%s) - t0 > TIMEOUT)); then
+    logged_writes operator-6 "$lines_a"
+    logged_writes operator-7 "$lines_b"
+    die "7: still $((qa - pa)) and $((qb - pb)) writes in 30 s, ${TIMEOUT}s after converging: an apply war"
+  fi
+done
+# The most writes of one object, by both operators, from their logs.
+read -r most most_key < <(
+  { tail -n "+$((lines_a + 1))" "$OUT/logs/operator-6.log"; tail -n "+$((lines_b + 1))" "$OUT/logs/operator-7.log"; } |
+    grep -o 'key=[^ ]* .*: wrote [A-Za-z]*' | sed -E 's/ .*: wrote / /' | sort | uniq -c | sort -rn | head -1 |
+    awk '{print $1, $2 "/" $3} END {if (NR == 0) print 0, "-"}'
+)
+if [ "$most" -gt 10 ]; then
   logged_writes operator-6 "$lines_a"
   logged_writes operator-7 "$lines_b"
-  die "7: $((a1 - a0)) and $((b1 - b0)) writes in 30 quiet seconds: an apply war"
+  die "7: $most_key written $most times by the two operators: an apply war"
 fi
 kill -TERM "$op2"; wait "$op2" || true
-row "two operators without leader election on the same Databases" "both converge to the same objects; no apply war" \
-  pass "converged ${seconds}s; 0 writes by either in 30 s afterwards"
+row "two operators without leader election on the same Databases" \
+  "both converge to the same objects; the writes stop, no object is written again and again (no apply war)" \
+  pass "converged ${seconds}s; then $((qa - a0)) and $((qb - b0)) writes (at most $most of one object) until 30 s in which neither wrote"
 
 # 8. A namespace deleted while its Databases are being reconciled.
 log "8: a namespace deleted while its 50 new Databases are being reconciled"

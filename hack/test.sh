@@ -3,11 +3,13 @@
 # ~/.cache, the operator's image, the crate), starts a control plane of its own, runs every
 # `cargo test` target (unit, integration, end-to-end, installation, doc) against it, and stops
 # the plane even when tests fail; then the fault suite (hack/faults.sh, about five minutes, on
-# a plane of its own).
+# a plane of its own) and a tiny run of the end-to-end benchmark against its peers
+# (hack/bench/e2e.sh with N=50: its builds and harness, not its figures).
 #
 # usage: hack/test.sh [extra cargo test args...]
 #
 #   FAULTS=0   skip the fault suite (hack/test-matrix.sh does, on every version)
+#   BENCH=0    skip the tiny benchmark run (hack/test-matrix.sh does too)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$(date +%s)
@@ -47,5 +49,13 @@ if [ "${FAULTS:-1}" != 0 ]; then
   log "running the fault suite (hack/faults.sh)"
   hack/control-plane.sh down >/dev/null 2>&1 || true
   PLANE=faults-$$ BIN=target/image/context/database-operator hack/faults.sh
+fi
+if [ "${BENCH:-1}" != 0 ]; then
+  # The benchmark's path, proven on every run: its builds (the peers from the Go module proxy
+  # and crates.io) and one tiny run of every implementation. Figures this small are not
+  # figures (docs/benchmarks.md has those); a failing run is a red test command.
+  log "running a tiny benchmark comparison (hack/bench/e2e.sh: N=50, every implementation once)"
+  N=50 SWEEP="" REPEAT=0 PLANE=bench-$$ OUT=target/bench/ci SVG=target/bench/ci/reconcile-throughput.svg \
+    hack/bench/e2e.sh
 fi
 log "all tests passed"
