@@ -313,7 +313,7 @@ mod tests {
     fn database(schedule: &str, last: Option<i64>) -> Database {
         let mut db =
             Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
-        db.spec.backup = Some(BackupSchedule { schedule: schedule.into(), keep: Some(2) });
+        db.spec.backup = Some(Box::new(BackupSchedule { schedule: schedule.into(), keep: Some(2) }));
         db.metadata.creation_timestamp = Some(at(0));
         db.status = Some(DatabaseStatus { last_scheduled_backup: last.map(at), ..Default::default() });
         db

@@ -148,7 +148,7 @@ mod tests {
     fn a_secret_of_ones_own_is_named_and_not_generated() {
         let mut db = database();
         assert!(generated(&db));
-        db.spec.credentials = Some(Credentials { secret_name: Some("mine".into()) });
+        db.spec.credentials = Some(Box::new(Credentials { secret_name: Some("mine".into()) }));
         assert_eq!(secret_name(&db), "mine");
         assert!(!generated(&db));
     }

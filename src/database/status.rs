@@ -330,7 +330,7 @@ pub fn desired(
         } else {
             previous.and_then(|s| s.current_image.clone())
         },
-        upgrade: plan.upgrade.clone(),
+        upgrade: plan.upgrade.clone().map(Box::new),
         // What the reconcile sets itself (restore, schedule), kept until it does.
         restored_from: previous.and_then(|s| s.restored_from.clone()),
         last_scheduled_backup: previous.and_then(|s| s.last_scheduled_backup.clone()),

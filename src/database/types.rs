@@ -123,25 +123,25 @@ pub struct DatabaseSpec {
 
     /// The volume of the database's data (needs spec.engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<Storage>,
+    pub storage: Option<Box<Storage>>,
 
     /// Where the database's credentials are (needs spec.engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<Credentials>,
+    pub credentials: Option<Box<Credentials>>,
 
     /// How a change of spec.image is rolled out: a timeout, what a failed upgrade does, and
     /// whether a new major version of the engine may be rolled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upgrade: Option<UpgradeSpec>,
+    pub upgrade: Option<Box<UpgradeSpec>>,
 
     /// Backups on a schedule (needs spec.engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<BackupSchedule>,
+    pub backup: Option<Box<BackupSchedule>>,
 
     /// A DatabaseBackup to restore before the database first serves (needs spec.engine; set
     /// at creation, it cannot change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restore_from: Option<RestoreFrom>,
+    pub restore_from: Option<Box<RestoreFrom>>,
 }
 
 impl DatabaseSpec {
@@ -290,7 +290,7 @@ pub struct DatabaseStatus {
 
     /// The upgrade from currentImage to spec.image, while they differ.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub upgrade: Option<UpgradeStatus>,
+    pub upgrade: Option<Box<UpgradeStatus>>,
 
     /// The DatabaseBackup this Database was restored from, once its restored server was Ready.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -233,7 +233,7 @@ mod tests {
 
     fn database(image: &str, current: Option<&str>, upgrade: Option<UpgradeSpec>) -> Database {
         let mut db = Database::new("orders", DatabaseSpec::new(Size::Small, image).with_engine(EngineKind::Postgres));
-        db.spec.upgrade = upgrade;
+        db.spec.upgrade = upgrade.map(Box::new);
         db.status = Some(DatabaseStatus { current_image: current.map(str::to_string), ..Default::default() });
         db
     }
@@ -270,14 +270,14 @@ mod tests {
         assert_eq!(started.recheck_after, Some(DEFAULT_TIMEOUT));
 
         let mut db = db;
-        db.status.as_mut().unwrap().upgrade = started.upgrade.clone();
+        db.status.as_mut().unwrap().upgrade = started.upgrade.clone().map(Box::new);
         let later = plan(&db, pg(), None, &at(100 + 590), None);
         assert_eq!(later.upgrade.as_ref().unwrap().start_time, at(100), "the start is kept");
         assert_eq!(later.recheck_after, Some(Duration::from_secs(10)));
         let failed = plan(&db, pg(), None, &at(100 + 600), None);
         assert_eq!((failed.image.as_str(), failed.upgrade.unwrap().state), ("postgres:17.2", UpgradeState::Failed));
 
-        db.spec.upgrade = Some(UpgradeSpec { policy: Some(UpgradePolicy::Rollback), ..Default::default() });
+        db.spec.upgrade = Some(Box::new(UpgradeSpec { policy: Some(UpgradePolicy::Rollback), ..Default::default() }));
         let rolled_back = plan(&db, pg(), None, &at(100 + 600), None);
         assert_eq!(
             (rolled_back.image.as_str(), rolled_back.upgrade.unwrap().state),
@@ -314,7 +314,7 @@ mod tests {
             (waiting.image.as_str(), waiting.upgrade.clone().unwrap().state),
             ("postgres:17", UpgradeState::BackingUp)
         );
-        db.status.as_mut().unwrap().upgrade = waiting.upgrade;
+        db.status.as_mut().unwrap().upgrade = waiting.upgrade.map(Box::new);
         let failed = plan(&db, pg(), None, &at(50), Some(BackupPhase::Failed));
         assert_eq!((failed.image.as_str(), failed.upgrade.unwrap().state), ("postgres:17", UpgradeState::BackupFailed));
         let rolling = plan(&db, pg(), None, &at(100), Some(BackupPhase::Completed));

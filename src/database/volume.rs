@@ -80,7 +80,7 @@ pub fn claim_name(db: &Database) -> String {
 }
 
 fn storage(db: &Database) -> Storage {
-    db.spec.storage.clone().unwrap_or_default()
+    db.spec.storage.as_deref().cloned().unwrap_or_default()
 }
 
 /// The claim `db` wants, given the live one (if any): never smaller than it is.
@@ -172,7 +172,7 @@ mod tests {
 
     fn database(storage: Option<Storage>) -> Database {
         let mut spec = DatabaseSpec::new(Size::Medium, "postgres:17").with_engine(EngineKind::Postgres);
-        spec.storage = storage;
+        spec.storage = storage.map(Box::new);
         let mut db = Database::new("orders", spec);
         db.metadata.namespace = Some("shop".into());
         db.metadata.uid = Some("uid-1".into());

@@ -94,7 +94,7 @@ async fn ready_postgres(databases: &Api<Database>, name: &str) {
 
 fn restored_from(name: &str, engine: EngineKind, image: &str, backup: &str) -> Database {
     let mut db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(engine));
-    db.spec.restore_from = Some(database_operator::database::RestoreFrom { backup: backup.into() });
+    db.spec.restore_from = Some(Box::new(database_operator::database::RestoreFrom { backup: backup.into() }));
     db
 }
 

@@ -150,7 +150,7 @@ async fn each_engine_gets_its_secret_claim_port_probes_and_a_restricted_pod_and_
 async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new_database() {
     let f = fixture("storage").await;
     let mut db = engine_database("orders", EngineKind::Postgres, "postgres:17");
-    db.spec.storage = Some(Storage { reclaim_policy: Some(ReclaimPolicy::Retain), ..Default::default() });
+    db.spec.storage = Some(Box::new(Storage { reclaim_policy: Some(ReclaimPolicy::Retain), ..Default::default() }));
     f.databases.create(&PostParams::default(), &db).await.unwrap();
     f.ready("orders").await;
     let claim = f.bound_claim("orders-data").await;
@@ -196,7 +196,7 @@ async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
     };
     f.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
     let mut db = engine_database("orders", EngineKind::Mysql, "mysql:8.4");
-    db.spec.credentials = Some(Credentials { secret_name: Some("mine".into()) });
+    db.spec.credentials = Some(Box::new(Credentials { secret_name: Some("mine".into()) }));
     f.databases.create(&PostParams::default(), &db).await.unwrap();
     let db = f.ready("orders").await;
     assert_eq!(db.status.unwrap().secret_name.as_deref(), Some("mine"));
@@ -334,7 +334,8 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
 async fn a_storage_class_that_does_not_exist_is_reported_with_its_name() {
     let f = fixture("no-class").await;
     let mut db = engine_database("orders", EngineKind::Postgres, "postgres:17");
-    db.spec.storage = Some(Storage { storage_class_name: Some("no-such-class".into()), ..Default::default() });
+    db.spec.storage =
+        Some(Box::new(Storage { storage_class_name: Some("no-such-class".into()), ..Default::default() }));
     f.databases.create(&PostParams::default(), &db).await.unwrap();
     let degraded = wait_until("the Database to report the missing class", CONVERGE, || async {
         let status = f.databases.get("orders").await.ok()?.status?;

@@ -48,7 +48,7 @@ async fn fixture(prefix: &str) -> Fixture {
 impl Fixture {
     async fn create(&self, image: &str, upgrade: Option<UpgradeSpec>) {
         let mut db = Database::new("orders", DatabaseSpec::new(Size::Small, image).with_engine(EngineKind::Postgres));
-        db.spec.upgrade = upgrade;
+        db.spec.upgrade = upgrade.map(Box::new);
         self.databases.create(&PostParams::default(), &db).await.unwrap();
         self.current_image(image).await;
     }
