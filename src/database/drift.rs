@@ -66,19 +66,21 @@ fn missing(field: Option<&str>, live: &Value, desired: &Value) -> Option<String>
         (Value::Array(live), Value::Array(desired)) => match field.and_then(merge_key) {
             Some(key) => desired.iter().find_map(|want| {
                 let Some(wanted) = key(want) else { return Some(String::new()) };
-                let element = format!("[{}]", wanted.trim_matches('"'));
-                let mut same_key = live.iter().filter(|have| key(have).as_ref() == Some(&wanted)).peekable();
-                match same_key.peek() {
-                    None => Some(element),
-                    Some(first) => {
-                        let first_difference = missing(None, first, want);
-                        if same_key.any(|have| missing(None, have, want).is_none()) {
-                            None
-                        } else {
-                            first_difference.map(|rest| join(&element, &rest))
+                // Contained by any live element of its key; else where the first one differs.
+                let mut first_difference = None;
+                for have in live.iter().filter(|have| key(have).as_ref() == Some(&wanted)) {
+                    match missing(None, have, want) {
+                        None => return None,
+                        Some(rest) => {
+                            first_difference.get_or_insert(rest);
                         }
                     }
                 }
+                let element = format!("[{}]", wanted.trim_matches('"'));
+                Some(match first_difference {
+                    None => element,
+                    Some(rest) => join(&element, &rest),
+                })
             }),
             None if live.len() != desired.len() => Some(String::new()),
             None => live
