@@ -121,7 +121,7 @@ pub struct BackupStatus {
 
     /// The latest observations, in the standard Kubernetes condition format ("Complete",
     /// "Failed").
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::informer::view::exact")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }

@@ -302,7 +302,7 @@ pub struct DatabaseStatus {
 
     /// The latest observations of the Database's state, one per condition type (for example
     /// "Ready"), in the standard Kubernetes condition format.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::informer::view::exact")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }

@@ -9,7 +9,8 @@
 //! [`super::status`] reads (replica counts, conditions) and the metadata; serde skips the rest
 //! of the JSON without allocating it, including the metadata's annotations and managedFields.
 //! Small string maps (selectors, template labels, resource quantities) are vectors of pairs
-//! instead of B-trees. The machinery is the informer's ([`crate::informer::view`]).
+//! instead of B-trees, and every list holds exactly its elements. The machinery is the
+//! informer's ([`crate::informer::view`]).
 //!
 //! The contract with `children`: a field the operator sets must exist in the view, or drift
 //! detection cannot see it change. `every_field_the_operator_sets_survives_the_view` pins it.
@@ -22,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 
-use crate::informer::view::{SmallMap, read_metadata, unless_empty};
+use crate::informer::view::{SmallMap, exact, exact_optional, read_metadata, unless_empty};
 use crate::view_of;
 
 /// A Deployment as the operator caches it.
@@ -100,17 +101,17 @@ pub struct TemplateMetaView {
 #[serde(rename_all = "camelCase")]
 pub struct PodSpecView {
     /// The containers.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "exact")]
     pub containers: Vec<ContainerView>,
     /// The init containers (a restore's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub init_containers: Option<Vec<ContainerView>>,
     /// The pod's security context; an empty one (which the apiserver defaults on every pod
     /// template) is read as none, so a generic Database's view allocates nothing for it.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "unless_empty")]
     pub security_context: Option<Box<PodSecurityContext>>,
     /// The pod's volumes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub volumes: Option<Vec<Volume>>,
 }
 
@@ -124,22 +125,22 @@ pub struct ContainerView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Its ports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub ports: Option<Vec<ContainerPortView>>,
     /// Its resource requests and limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesView>,
     /// Its environment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub env: Option<Vec<EnvVar>>,
     /// Its arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub args: Option<Vec<String>>,
     /// Its command (an init container's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub command: Option<Vec<String>>,
     /// Where its volumes are mounted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub volume_mounts: Option<Vec<VolumeMount>>,
     /// Its readiness probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,7 +195,7 @@ pub struct DeploymentStatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_replicas: Option<i32>,
     /// The Deployment's conditions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub conditions: Option<Vec<DeploymentConditionView>>,
 }
 
@@ -232,7 +233,7 @@ pub struct ServiceSpecView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<SmallMap>,
     /// Its ports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub ports: Option<Vec<ServicePortView>>,
 }
 
@@ -292,7 +293,7 @@ impl PersistentVolumeClaimView {
 #[serde(rename_all = "camelCase")]
 pub struct ClaimSpecView {
     /// `ReadWriteOnce`, ...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub access_modes: Option<Vec<String>>,
     /// The storage requested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -389,6 +390,34 @@ mod tests {
             assert!(!differs(&deployment, &deployment_view) && !differs(&deployment_view, &deployment), "{engine:?}");
             assert!(!differs(&service, &service_view) && !differs(&service_view, &service), "{engine:?}");
             assert!(!differs(&claim, &claim_view) && !differs(&claim_view, &claim), "{engine:?}");
+        }
+    }
+
+    #[test]
+    fn a_cached_deployment_keeps_no_room_for_list_elements_it_does_not_have() {
+        use crate::database::EngineKind;
+        let mut db = database();
+        db.spec.engine = Some(EngineKind::Postgres);
+        let mut json = serde_json::to_value(children::deployment(&db)).unwrap();
+        json["status"] = serde_json::json!({"conditions": [{"type": "Available", "status": "True"}]});
+        // From text, as the informer decodes: a JSON value would tell serde each list's length.
+        let view: DeploymentView = serde_json::from_str(&json.to_string()).unwrap();
+        let spec = view.spec.as_ref().unwrap();
+        let pod = spec.template.spec.as_ref().unwrap();
+        let container = &pod.containers[0];
+        let conditions = view.status.as_ref().unwrap().conditions.as_ref().unwrap();
+        let lists = [
+            ("ownerReferences", view.metadata.owner_references.as_ref().map(|l| (l.len(), l.capacity()))),
+            ("containers", Some((pod.containers.len(), pod.containers.capacity()))),
+            ("volumes", pod.volumes.as_ref().map(|l| (l.len(), l.capacity()))),
+            ("ports", container.ports.as_ref().map(|l| (l.len(), l.capacity()))),
+            ("env", container.env.as_ref().map(|l| (l.len(), l.capacity()))),
+            ("volumeMounts", container.volume_mounts.as_ref().map(|l| (l.len(), l.capacity()))),
+            ("conditions", Some((conditions.len(), conditions.capacity()))),
+        ];
+        for (name, list) in lists {
+            let (len, capacity) = list.unwrap_or_else(|| panic!("{name} is missing"));
+            assert!(len > 0 && capacity == len, "{name}: {len} elements, room for {capacity}");
         }
     }
 

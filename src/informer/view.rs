@@ -11,7 +11,11 @@
 //! - [`read_metadata`]: `metadata` without `annotations` and `managedFields` (the latter are
 //!   most of the metadata of an object two managers write);
 //! - [`SmallMap`]: a small string map (labels, a selector, quantities) as a vector of pairs;
-//! - [`unless_empty`]: an optional structure kept only when it is not empty.
+//! - [`unless_empty`]: an optional structure kept only when it is not empty;
+//! - [`exact`] and [`exact_optional`]: a list that holds exactly its elements. serde fills a
+//!   vector by pushing, and a vector's first growth makes room for four elements (of up to
+//!   1 KiB each), so a Deployment's one container would keep room for three more as long as
+//!   it is cached.
 //!
 //! A view must keep every field the controller compares: a field it drops cannot be seen to
 //! change. The Database's views (`crate::database::view`) pin that with a test.
@@ -76,11 +80,35 @@ where
     Ok(Option::<Box<T>>::deserialize(deserializer)?.filter(|value| **value != T::default()))
 }
 
+/// A list decoded to exactly its length (see the module's documentation).
+pub fn exact<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(shrunk(Vec::deserialize(deserializer)?))
+}
+
+/// [`exact`], for an optional list.
+pub fn exact_optional<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.map(shrunk))
+}
+
+fn shrunk<T>(mut list: Vec<T>) -> Vec<T> {
+    list.shrink_to_fit();
+    list
+}
+
 /// `metadata` as a view reads it: every field but `annotations` and `managedFields`, which
 /// the operator never reads on a child and serde then skips without building them. The
 /// managedFields of a Deployment that two managers write (this operator's apply, the
 /// Deployment controller's status) are most of its metadata, and decoding their `fieldsV1`
-/// trees was the largest single item of the operator's JSON decoding in a profile.
+/// trees was the largest single item of the operator's JSON decoding in a profile. Its lists
+/// (owner references, finalizers) are [`exact`].
 pub fn read_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
     use std::collections::BTreeMap;
@@ -106,13 +134,13 @@ pub fn read_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Objec
         creation_timestamp: read.creation_timestamp,
         deletion_grace_period_seconds: read.deletion_grace_period_seconds,
         deletion_timestamp: read.deletion_timestamp,
-        finalizers: read.finalizers,
+        finalizers: read.finalizers.map(shrunk),
         generate_name: read.generate_name,
         generation: read.generation,
         labels: read.labels,
         name: read.name,
         namespace: read.namespace,
-        owner_references: read.owner_references,
+        owner_references: read.owner_references.map(shrunk),
         resource_version: read.resource_version,
         uid: read.uid,
         annotations: None,
@@ -185,7 +213,8 @@ mod tests {
                          "managedFields": [{"manager": "database-operator", "operation": "Apply",
                                             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]}
         });
-        let view: ConfigMapView = serde_json::from_value(json).unwrap();
+        // From text, as the informer decodes: a JSON value would tell serde each list's length.
+        let view: ConfigMapView = serde_json::from_str(&json.to_string()).unwrap();
         let meta = &view.metadata;
         assert_eq!((meta.name.as_deref(), meta.namespace.as_deref()), (Some("orders"), Some("shop")));
         assert_eq!(
@@ -196,6 +225,31 @@ mod tests {
         assert_eq!(meta.owner_references.as_ref().unwrap()[0].uid, "db-uid");
         assert!(meta.creation_timestamp.is_some());
         assert_eq!((meta.annotations.as_ref(), meta.managed_fields.as_ref()), (None, None));
+        assert_eq!(meta.owner_references.as_ref().unwrap().capacity(), 1, "no room kept for more owners");
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Lists {
+        #[serde(default, deserialize_with = "exact")]
+        required: Vec<String>,
+        #[serde(default, deserialize_with = "exact_optional")]
+        optional: Option<Vec<String>>,
+    }
+
+    #[test]
+    fn an_exact_list_holds_its_elements_and_no_room_for_more() {
+        let lists: Lists =
+            serde_json::from_str(r#"{"required": ["a"], "optional": ["b", "c", "d", "e", "f"]}"#).unwrap();
+        assert_eq!(lists.required, ["a"]);
+        assert_eq!(lists.required.capacity(), 1);
+        let optional = lists.optional.unwrap();
+        assert_eq!(optional, ["b", "c", "d", "e", "f"]);
+        assert_eq!(optional.capacity(), 5);
+        // What plain serde keeps, and why the helpers exist.
+        assert_eq!(serde_json::from_str::<Vec<String>>(r#"["a"]"#).unwrap().capacity(), 4);
+        let (absent, null): (Lists, Lists) =
+            (serde_json::from_str("{}").unwrap(), serde_json::from_str(r#"{"optional": null}"#).unwrap());
+        assert_eq!((absent.required.len(), absent.optional, null.optional), (0, None, None));
     }
 
     #[test]
