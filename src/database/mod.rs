@@ -23,5 +23,5 @@ pub mod view;
 pub mod volume;
 
 pub use crd::*;
-pub use reconcile::{DatabaseReconciler, Error, LABEL_SELECTOR, Stores};
+pub use reconcile::{DatabaseReconciler, Error, FOREIGN_RECHECK, LABEL_SELECTOR, Stores};
 pub use types::*;

@@ -8,16 +8,27 @@
 //!
 //! - A same-named child this Database does not control is never adopted or overwritten: the
 //!   Database gets `Degraded=True, reason ResourceExists` and a Warning event.
+//! - Every child kind is cached only as far as it carries the operator's label
+//!   ([`LABEL_SELECTOR`]), so the operator's memory grows with its Databases, not with the
+//!   cluster's Deployments and Services. A foreign object is then invisible, so a child missing
+//!   from its cache is written create-only: a server-side apply carrying `resourceVersion: "1"`,
+//!   a precondition no stored object meets (etcd's first write is revision 2). The apiserver
+//!   creates the child when the name is free and answers 409 Conflict when anything holds it;
+//!   the operator then reads that object: if this Database controls it (its label was removed,
+//!   or the cache has not caught up with a create), it is applied as a cached child would be,
+//!   which puts the label back; otherwise it is foreign. A create-only apply keeps server-side
+//!   apply's ownership, so a field the operator stops setting later (a restore's init
+//!   container) is removed; a plain create would leave it owned by an `Update` entry forever.
+//! - A Database blocked by a foreign object is looked at again every [`FOREIGN_RECHECK`]:
+//!   its cache does not see that object change or go away.
 //! - A child the apiserver rejects (a spec that passes the CRD schema but cannot be
 //!   realised) gets `reason InvalidSpec` and a Warning event, and is not retried until the
 //!   Database changes: retrying the same spec cannot help, so there is no hot loop.
 //! - Deletion needs no code: the children carry a controller ownerReference and go with the
 //!   Database through garbage collection. A key whose Database is gone is done.
 //! - With an engine, two more children come first: the credentials Secret (created once,
-//!   never applied: see [`super::credentials`]) and the data claim ([`super::volume`]). Both
-//!   kinds are cached only when they carry the operator's label, so one missing from the cache
-//!   is created, never applied: a 409 then means a foreign object of that name, reported as
-//!   `ResourceExists` like a foreign Deployment.
+//!   never applied: see [`super::credentials`]) and the data claim ([`super::volume`]), both
+//!   create-only when missing from their caches, as above.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -88,9 +99,9 @@ impl Error {
 pub struct Stores {
     /// Databases.
     pub databases: Store<Database>,
-    /// Deployments (all of them, views).
+    /// Deployments carrying the operator's label ([`LABEL_SELECTOR`]), views.
     pub deployments: Store<DeploymentView>,
-    /// Services (all of them, views).
+    /// Services carrying the operator's label, views.
     pub services: Store<ServiceView>,
     /// Claims carrying the operator's label ([`LABEL_SELECTOR`]).
     pub claims: Store<PersistentVolumeClaimView>,
@@ -101,8 +112,15 @@ pub struct Stores {
     pub backups: Store<DatabaseBackup>,
 }
 
-/// The label selector of the kinds cached only as far as the operator made them.
+/// The label selector of the children's caches: only what the operator made.
 pub const LABEL_SELECTOR: &str = "app.kubernetes.io/managed-by=database-operator";
+
+/// How often a Database blocked by a foreign object is looked at again.
+pub const FOREIGN_RECHECK: Duration = Duration::from_secs(30);
+
+/// The resourceVersion of a create-only apply: no stored object has it (see the module's
+/// documentation).
+const NO_STORED_OBJECT: &str = "1";
 
 /// The Database reconciler: caches to read from, a client to write with.
 #[derive(Clone)]
@@ -195,14 +213,27 @@ impl DatabaseReconciler {
                 if let (Restore::From { claim, .. }, Some(engine)) = (&restore, engine) {
                     backups::with_restore(&mut desired, engine, claim);
                 }
-                // The two children are independent: write them concurrently, one round trip.
-                let (deployment, service) = futures::try_join!(
-                    self.ensure(db, desired, live_deployment),
-                    self.ensure(db, children::service(db), live_service),
-                )?;
+                let deployment_ours = |d: &DeploymentView| children::is_controlled_by(d, db);
+                let service_ours = |s: &ServiceView| children::is_controlled_by(s, db);
+                let (deployment, service) = if live_deployment.is_some() {
+                    // The two children are independent: write them concurrently, one round trip.
+                    futures::try_join!(
+                        self.ensure(db, desired, live_deployment, deployment_ours),
+                        self.ensure(db, children::service(db), live_service, service_ours),
+                    )?
+                } else {
+                    // A Deployment the cache cannot show may be foreign: then no Service of ours
+                    // may front its pods, so the Deployment goes first.
+                    let deployment = self.ensure(db, desired, None, deployment_ours).await?;
+                    let service = match deployment {
+                        Ok(_) => self.ensure(db, children::service(db), live_service, service_ours).await?,
+                        Err(_) => Ok(Arc::default()),
+                    };
+                    (deployment, service)
+                };
                 match (deployment, service) {
-                    (Err(message), _) => (None, Some(rejected(db, "Deployment", message))),
-                    (Ok(deployment), Err(message)) => (Some(deployment), Some(rejected(db, "Service", message))),
+                    (Err(blocker), _) => (None, Some(blocker)),
+                    (Ok(deployment), Err(blocker)) => (Some(deployment), Some(blocker)),
                     (Ok(deployment), Ok(_)) => {
                         let failing = Blocker::from_deployment(&deployment);
                         (Some(deployment), failing)
@@ -245,8 +276,9 @@ impl DatabaseReconciler {
             info!(phase = ?status.phase, ready = status.ready_replicas.unwrap_or_default(), changed = %changed.unwrap_or_default(), "wrote status");
         }
         // An upgrade in progress is looked at again at its deadline, a schedule at its next
-        // time, even if nothing changes.
-        let recheck = [plan.recheck_after, next_backup].into_iter().flatten().min();
+        // time, a foreign object after a while, even if nothing changes.
+        let foreign = matches!(blocker, Some(Blocker::NotOwned { .. })).then_some(FOREIGN_RECHECK);
+        let recheck = [plan.recheck_after, next_backup, foreign].into_iter().flatten().min();
         Ok(recheck.map_or(Action::Done, Action::RequeueAfter))
     }
 
@@ -331,16 +363,13 @@ impl DatabaseReconciler {
             Some(claim) if !volume::is_ours(claim, db) => {
                 return Ok(Err(Blocker::NotOwned { kind: "PersistentVolumeClaim", name: volume::claim_name(db) }));
             }
-            Some(claim) => {
-                if let Err(message) = self.ensure(db, volume::claim(db, live.as_deref()), live.clone()).await? {
-                    return Ok(Err(rejected(db, "PersistentVolumeClaim", message)));
-                }
-                if let Some(blocker) = self.missing_storage_class(db, claim).await? {
-                    return Ok(Err(blocker));
-                }
-            }
-            None => {
-                if let Err(blocker) = self.create(db, &volume::claim(db, None)).await? {
+            _ => {
+                let ours = |claim: &PersistentVolumeClaimView| volume::is_ours(claim, db);
+                let written = match self.ensure(db, volume::claim(db, live.as_deref()), live.clone(), ours).await? {
+                    Ok(written) => written,
+                    Err(blocker) => return Ok(Err(blocker)),
+                };
+                if let Some(blocker) = self.missing_storage_class(db, &written).await? {
                     return Ok(Err(blocker));
                 }
             }
@@ -414,17 +443,20 @@ impl DatabaseReconciler {
         }
     }
 
-    /// Brings one child, known to be ours or absent, to `desired`, writing only when the
-    /// cached `live` view of it differs; returns the child as written, read as a view. The
-    /// inner `Err` is the apiserver's refusal of the child.
+    /// Brings one child to `desired`, writing only when its cached `live` view differs;
+    /// returns the child as written, read as a view. A child missing from the cache is
+    /// written create-only; if an object holds its name already, `ours` decides: applied as a
+    /// cached child would be, or [`Blocker::NotOwned`]. The inner `Err` is what blocks the
+    /// Database: that, or the apiserver's refusal of the child.
     async fn ensure<T, V>(
         &self,
         db: &Database,
         desired: T,
         live: Option<Arc<V>>,
-    ) -> Result<Result<Arc<V>, String>, Error>
+        ours: impl Fn(&V) -> bool,
+    ) -> Result<Result<Arc<V>, Blocker>, Error>
     where
-        T: Resource<DynamicType = ()> + Debug + Serialize,
+        T: Resource<DynamicType = ()> + Clone + Debug + Serialize,
         V: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + Debug
@@ -433,32 +465,69 @@ impl DatabaseReconciler {
     {
         let kind = T::kind(&());
         let key = crate::informer::key_of(&desired);
-        // The field that differs, when the child exists: what the write repairs.
-        let repair = match &live {
-            Some(live) => match drift::difference(&desired, live.as_ref()) {
-                None => return Ok(Ok(live.clone())),
-                field => field,
-            },
-            None => None,
-        };
         let api: Api<V> = Api::namespaced(self.client.clone(), desired.meta().namespace.as_deref().unwrap_or_default());
         let name = desired.meta().name.clone().unwrap_or_default();
+        let live = match live {
+            Some(live) => live,
+            None => {
+                let mut create_only = desired.clone();
+                create_only.meta_mut().resource_version = Some(NO_STORED_OBJECT.into());
+                match api.patch(&name, &apply_params(), &Patch::Apply(&create_only)).await {
+                    Ok(written) => {
+                        info!(child = %key, reason = "Created", differed = "", "wrote {kind}");
+                        self.recorder.publish(
+                            db,
+                            EventType::Normal,
+                            "Created",
+                            "Reconcile",
+                            &format!("created {kind} {name}"),
+                        );
+                        return Ok(Ok(Arc::new(written)));
+                    }
+                    Err(kube_client::Error::Api(status)) if status.is_conflict() => {
+                        let existing = api
+                            .get(&name)
+                            .await
+                            .map_err(|source| Error::Read { what: format!("{kind} {key}"), source })?;
+                        if !ours(&existing) {
+                            return Ok(Err(Blocker::NotOwned { kind: kind_name(&kind), name }));
+                        }
+                        Arc::new(existing)
+                    }
+                    Err(error) => return self.refused(db, &kind, &key, error),
+                }
+            }
+        };
+        // The field that differs: what the write repairs.
+        let Some(field) = drift::difference(&desired, live.as_ref()) else { return Ok(Ok(live)) };
         match api.patch(&name, &apply_params(), &Patch::Apply(&desired)).await {
             Ok(written) => {
-                let (reason, note) = match &repair {
-                    Some(field) => {
-                        ("Updated", format!("updated {kind} {name} to match the Database spec ({field} differed)"))
-                    }
-                    None => ("Created", format!("created {kind} {name}")),
-                };
-                info!(child = %key, reason, differed = %repair.as_deref().unwrap_or_default(), "wrote {kind}");
-                self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note);
+                let note = format!("updated {kind} {name} to match the Database spec ({field} differed)");
+                info!(child = %key, reason = "Updated", differed = %field, "wrote {kind}");
+                self.recorder.publish(db, EventType::Normal, "Updated", "Reconcile", &note);
                 Ok(Ok(Arc::new(written)))
             }
-            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 || is_quota(&status) => {
-                Ok(Err(status.message))
+            Err(error) => self.refused(db, &kind, &key, error),
+        }
+    }
+
+    /// A failed write of a child: the apiserver's refusal of it blocks the Database (retrying
+    /// the same child cannot help); anything else is an error to retry.
+    fn refused<V>(
+        &self,
+        db: &Database,
+        kind: &str,
+        key: &str,
+        error: kube_client::Error,
+    ) -> Result<Result<Arc<V>, Blocker>, Error> {
+        match error {
+            kube_client::Error::Api(status) if is_quota(&status) => {
+                Ok(Err(Blocker::QuotaExceeded { kind: kind_name(kind), message: status.message }))
             }
-            Err(source) => Err(Error::Write { what: format!("{kind} {key}"), source }),
+            kube_client::Error::Api(status) if status.code == 400 || status.code == 422 => {
+                Ok(Err(rejected(db, kind_name(kind), status.message)))
+            }
+            source => Err(Error::Write { what: format!("{kind} {key}"), source }),
         }
     }
 }

@@ -37,10 +37,10 @@ impl Controllers {
     /// them to the controllers.
     pub(super) fn build(factory: &Factory, client: &Client, recorder: &Recorder, settings: Settings) -> Self {
         let databases = factory.informer::<Database>();
-        let deployments = factory.informer::<DeploymentView>();
-        let services = factory.informer::<ServiceView>();
-        // Claims, Secrets and Jobs: only the operator's own (most of a cluster's are not), and
-        // the Secrets as metadata (the operator never holds a password it does not need).
+        // The children: only the operator's own (most of a cluster's are not), and the Secrets
+        // as metadata (the operator never holds a password it does not need).
+        let deployments = factory.informer_selected::<DeploymentView>(database::LABEL_SELECTOR);
+        let services = factory.informer_selected::<ServiceView>(database::LABEL_SELECTOR);
         let claims = factory.informer_selected::<PersistentVolumeClaimView>(database::LABEL_SELECTOR);
         let secrets = factory.informer_selected::<SecretView>(database::LABEL_SELECTOR);
         let jobs = factory.informer_selected::<Job>(database::LABEL_SELECTOR);
@@ -67,8 +67,10 @@ impl Controllers {
             .owns(services.clone())
             .owns(claims.clone())
             .owns(secrets)
-            // A same-named object the Database does not own blocks it; when that object
-            // changes or goes away, the Database must be looked at again.
+            // A same-named object the Database does not control blocks it; when that object
+            // changes or goes away, the Database must be looked at again. The caches show only
+            // objects with the operator's label; a Database blocked by one without it is looked
+            // at again every FOREIGN_RECHECK.
             .watches(deployments, same_name_database(&databases))
             .watches(services, same_name_database(&databases))
             // A restore waits for its backup, an upgrade for the backup taken before it.

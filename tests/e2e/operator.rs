@@ -222,9 +222,11 @@ async fn foreign_deployment_of_the_same_name_is_left_alone_and_reported() {
     .await;
     assert!(events[0].note.as_deref().unwrap_or_default().contains("not managed by this Database"));
 
-    // Every change of the foreign Deployment wakes the Database, which is refused again for the
-    // same reason: the status says so already, so no new Event and no repeat in a series. A
-    // new generation of the Database, reconciled after the touches, proves the reconciles ran.
+    // The foreign Deployment is not in the operator's cache (it lacks the operator's label), so
+    // its changes wake nothing; the Database is looked at again every FOREIGN_RECHECK and on
+    // its own changes, and refused again for the same reason: the status says so already, so
+    // no new Event and no repeat in a series. A new generation of the Database, reconciled
+    // after the touches, proves a reconcile ran.
     for i in 0..3 {
         let touch = json!({"metadata": {"annotations": {"touched": i.to_string()}}});
         f.deployments.patch("orders", &PatchParams::default(), &Patch::Merge(&touch)).await.unwrap();
@@ -253,9 +255,64 @@ async fn foreign_deployment_of_the_same_name_is_left_alone_and_reported() {
     assert!(after.metadata.owner_references.is_none());
     assert!(f.services.get_opt("orders").await.unwrap().is_none(), "no Service may front someone else's pods");
 
-    // Once the foreign Deployment is gone, the Database gets its own.
+    // Once the foreign Deployment is gone, the Database gets its own (at the next recheck: the
+    // cache did not see it go).
     f.deployments.delete("orders", &DeleteParams::default()).await.unwrap();
     f.wait_for_phase("orders", Phase::Ready).await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn foreign_service_of_the_same_name_blocks_the_database_until_it_goes() {
+    let f = fixture("foreign-svc").await;
+    let foreign: Service = serde_json::from_value(json!({
+        "metadata": {"name": "orders"},
+        "spec": {"selector": {"app": "other"}, "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    f.services.create(&PostParams::default(), &foreign).await.unwrap();
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.create(&database("orders", Size::Small, "postgres:17")).await;
+
+    let db = f.wait_for_phase("orders", Phase::Degraded).await;
+    let degraded = db.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert_eq!(degraded.reason, "ResourceExists");
+    assert!(degraded.message.contains("Service \"orders\""), "{}", degraded.message);
+    let service = f.services.get("orders").await.unwrap();
+    assert_eq!(service.spec.unwrap().selector.unwrap()["app"], "other", "untouched");
+    assert!(service.metadata.owner_references.is_none(), "not adopted");
+
+    // Gone: the cache never saw it, the recheck finds the name free.
+    f.services.delete("orders", &DeleteParams::default()).await.unwrap();
+    f.wait_for_phase("orders", Phase::Ready).await;
+    let service = f.services.get("orders").await.unwrap();
+    assert_eq!(service.spec.unwrap().selector.unwrap()["app"], "orders");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_child_whose_label_is_removed_is_labelled_again_not_refused() {
+    let f = fixture("unlabelled").await;
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.create(&database("orders", Size::Small, "postgres:17")).await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+    let uid = f.deployments.get("orders").await.unwrap().metadata.uid;
+
+    // The object leaves the operator's label-selected cache: to the operator, the Deployment is
+    // missing; its create-only apply finds it, sees its own controller reference, applies it.
+    let unlabel = json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": null}}});
+    f.deployments.patch("orders", &PatchParams::default(), &Patch::Merge(&unlabel)).await.unwrap();
+    wait_until("the label to be back on the same Deployment", CONVERGE, || async {
+        let deployment = f.deployments.get("orders").await.ok()?;
+        let labels = deployment.metadata.labels?;
+        (labels.get("app.kubernetes.io/managed-by").map(String::as_str) == Some("database-operator")
+            && deployment.metadata.uid == uid)
+            .then_some(())
+    })
+    .await;
+    let db = f.wait_for_phase("orders", Phase::Ready).await;
+    assert!(db.status.unwrap().conditions.iter().all(|c| c.reason != "ResourceExists"));
+    assert!(f.warning_events("ResourceExists").await.is_empty());
     operator.stop().await;
 }
 

@@ -36,17 +36,19 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["list", "watch", "create"]
-# The children: read through informers, written with server-side apply (patch; an apply that
-# creates the object is also authorized as create).
+# The children: read through informers that cache only those with the operator's label,
+# written with server-side apply (patch; an apply that creates the object is also authorized
+# as create). One missing from the cache is applied create-only; `get` reads the object a
+# create-only apply found already there, to tell a foreign one from our own.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["list", "watch", "create", "patch"]
+  verbs: ["list", "watch", "create", "patch", "get"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create", "patch"]
+  verbs: ["list", "watch", "create", "patch", "get"]
 # A Database with an engine: its data claim (cached when it carries the operator's label,
-# created when absent, then applied), and its credentials Secret (cached as metadata when it
-# carries the label, created once). `get` reads the metadata of a claim or Secret that a
+# applied create-only when absent, then applied), and its credentials Secret (cached as
+# metadata when it carries the label, created once). `get` reads a claim or Secret that a
 # create found already there, to tell a foreign one from our own.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
