@@ -18,6 +18,12 @@
 #   SVG=docs/reconcile-throughput.svg
 #   REPEAT=1          measure database-operator at WORKERS this many more times at the end,
 #                     to show the run-to-run spread on a shared machine
+#   UNRELATED=0       also seed this many Deployments of nobody's (0 replicas, in a namespace of
+#                     their own) before each measurement: the rest of a cluster, which an
+#                     operator's memory should not grow with
+#   CPU_LIMIT=        run every implementation under this CPU limit, as a pod's
+#                     resources.limits.cpu would (25m, 100m, 500m: a CFS quota on a cgroup of
+#                     its own, hack/bench/cpu-limit.sh; needs root); the plane is not limited
 #
 # It builds what is missing (the control plane, the operator, the probe and the bare writer,
 # the peers), then for every run starts a fresh control plane PLANE (so every run starts from
@@ -55,6 +61,9 @@ mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
 
 trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
+if [ -n "${CPU_LIMIT:-}" ]; then
+  log "every implementation runs under a CPU limit of $CPU_LIMIT (the plane does not)"
+fi
 
 log "building: control plane (cached in ~/.cache), operator, probe, bare writer, peers"
 hack/control-plane/build.sh >/dev/null
@@ -66,7 +75,7 @@ fi
 probe=target/release/examples/e2e-probe
 peers=target/peers
 
-printf 'label\timplementation\tworkers\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tload\tapiserver_cpu_seconds\tetcd_cpu_seconds\tkcm_cpu_seconds\tcommand\n' >"$results"
+printf 'label\timplementation\tworkers\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tload\tapiserver_cpu_seconds\tetcd_cpu_seconds\tkcm_cpu_seconds\tcpu_limit\tunrelated\tcommand\n' >"$results"
 plane_dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$PLANE
 export KUBECONFIG=$plane_dir/kubeconfig
 
@@ -101,23 +110,31 @@ measure() {
   plane_up
   log "[$label] seeding $N ${kind}s in ${namespaces[*]}"
   "$probe" seed --kind "$kind" --n "$N" --namespaces "$ns_list"
+  if [ "${UNRELATED:-0}" -gt 0 ]; then
+    log "[$label] seeding $UNRELATED unrelated Deployments in e2e-$run-unrelated"
+    "$probe" seed --kind unrelated-deployment --n "$UNRELATED" --namespaces "e2e-$run-unrelated"
+  fi
   local load
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   log "[$label] measuring (load average $load): $*"
-  local line
-  if line=$("$probe" run --kind "$kind" --n "$N" --namespaces "$ns_list" --log "$OUT/logs/$label.log" "${also[@]}" --requests "$OUT/logs/$label.requests.tsv" -- "$@"); then
+  local line limited=()
+  if [ -n "${CPU_LIMIT:-}" ]; then
+    limited=(hack/bench/cpu-limit.sh "$CPU_LIMIT" "$label")
+  fi
+  if line=$("$probe" run --kind "$kind" --n "$N" --namespaces "$ns_list" --log "$OUT/logs/$label.log" "${also[@]}" --requests "$OUT/logs/$label.requests.tsv" -- "${limited[@]}" "$@"); then
     log "[$label] $line"
-    python3 - "$label" "$impl" "$workers" "$load" "$*" "$line" >>"$results" <<'PY'
+    python3 - "$label" "$impl" "$workers" "$load" "${CPU_LIMIT:-}" "${UNRELATED:-0}" "$*" "$line" >>"$results" <<'PY'
 import json, sys
-label, impl, workers, load, command, line = sys.argv[1:]
+label, impl, workers, load, cpu_limit, unrelated, command, line = sys.argv[1:]
 r = json.loads(line)
 plane = [r.get(f"{c}_cpu_seconds") for c in ("kube-apiserver", "etcd", "kube-controller-manager")]
-print("\t".join(map(str, [label, impl, workers, r["n"], r["seconds"], r["per_second"], r["cpu_seconds"], r["rss_mib"], load] + plane + [command])))
+print("\t".join(map(str, [label, impl, workers, r["n"], r["seconds"], r["per_second"], r["cpu_seconds"], r["rss_mib"], load] + plane + [cpu_limit, unrelated, command])))
 PY
   else
     log "[$label] FAILED (log: $OUT/logs/$label.log); going on with the others"
     failed+=("$label")
   fi
+  [ -z "${CPU_LIMIT:-}" ] || hack/bench/cpu-limit.sh --remove "$label"
   hack/control-plane.sh down >/dev/null 2>&1
 }
 

@@ -46,6 +46,9 @@ enum Kind {
     Database,
     /// samplecontroller.k8s.io/v1alpha1 Foo (k8s.io/sample-controller).
     Foo,
+    /// apps/v1 Deployments of nobody's (0 replicas, none of the operator's labels): the rest
+    /// of a cluster, which an operator should not pay memory for. `seed` only.
+    UnrelatedDeployment,
 }
 
 #[derive(Debug, Subcommand)]
@@ -98,6 +101,7 @@ fn api_resource(kind: Kind) -> ApiResource {
             &GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo"),
             "foos",
         ),
+        Kind::UnrelatedDeployment => ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment")),
     }
 }
 
@@ -132,6 +136,12 @@ async fn seed(client: Client, kind: Kind, n: usize, namespaces: &[String], concu
                 let spec = match kind {
                     Kind::Database => json!({"size": "small", "image": "postgres:17"}),
                     Kind::Foo => json!({"deploymentName": name, "replicas": 1}),
+                    Kind::UnrelatedDeployment => json!({
+                        "replicas": 0,
+                        "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                                     "spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}
+                    }),
                 };
                 let object = DynamicObject::new(&name, &resource).within(&ns).data(json!({ "spec": spec }));
                 let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &resource);
@@ -228,9 +238,10 @@ impl Watch {
                                     == meta.generation
                         }
                         Kind::Foo => status.and_then(|s| s.get("availableReplicas")).is_some(),
+                        Kind::UnrelatedDeployment => unreachable!("refused by run"),
                     };
                     let child = match self.kind {
-                        Kind::Database => key.clone(),
+                        Kind::Database | Kind::UnrelatedDeployment => key.clone(),
                         Kind::Foo => format!(
                             "{}/{}",
                             meta.namespace.as_deref().unwrap_or_default(),
@@ -423,6 +434,7 @@ async fn run(
     command: Vec<String>,
 ) -> anyhow::Result<()> {
     let RunOptions { log, also, requests, timeout } = options;
+    anyhow::ensure!(kind != Kind::UnrelatedDeployment, "unrelated Deployments are seeded, not measured");
     let ticks_per_second: f64 =
         String::from_utf8(std::process::Command::new("getconf").arg("CLK_TCK").output()?.stdout)?
             .trim()

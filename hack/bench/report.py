@@ -57,8 +57,16 @@ def main():
     at = {k: v for k, v in at.items() if v}
     ours = at.get(OURS)
 
+    limit = next((r.get("cpu_limit") for r in rows if r.get("cpu_limit")), None)
     print(f"Machine: {machine()}.\n")
-    print(f"### Convergence of N parents at workers = {args.workers}\n")
+    if limit:
+        print(f"Every implementation ran under a CPU limit of **{limit}** (a CFS quota, as a pod's "
+              f"`resources.limits.cpu`); the control plane ran unlimited.\n")
+    unrelated = next((r.get("unrelated") for r in rows if r.get("unrelated") not in (None, "", "0")), None)
+    if unrelated:
+        print(f"Before each measurement, **{unrelated}** Deployments of nobody's (0 replicas, none of "
+              f"the operator's labels) were created in a namespace of their own.\n")
+    print(f"### Convergence of N parents at workers = {args.workers}{f', CPU limit {limit}' if limit else ''}\n")
     header = ("| implementation | workers | N | seconds | reconciles/s | CPU-s | peak RSS MiB "
               "| apiserver / etcd / kcm CPU-s | load (1/5/15 min) |")
     print(header)
@@ -94,6 +102,13 @@ def main():
                   f"**{leanest_cpu['cpu_seconds'] / ours['cpu_seconds']:.2f}x** [>= 2x, i.e. ours <= half]")
             print(f"- peak RSS, best peer ({leanest_rss['implementation']}) / ours: "
                   f"**{leanest_rss['rss_mib'] / ours['rss_mib']:.2f}x** [>= 2x, i.e. ours <= half]\n")
+        if limit:
+            print(f"Under the CPU limit of {limit}, throughput against each peer doing the same work:\n")
+            for peer, target in (("kube-runtime", 2.5), ("controller-runtime", 6.0)):
+                if peer in at:
+                    ratio = ours["per_second"] / at[peer]["per_second"]
+                    print(f"- ours / {peer}: **{ratio:.2f}x** [>= {target}x: {'met' if ratio >= target else 'not met'}]")
+            print()
         if SHIPPED in at:
             shipped = at[SHIPPED]
             print(f"The shipped binary (the image's) / target/release's: throughput "

@@ -451,12 +451,12 @@ impl DatabaseReconciler {
     async fn ensure<T, V>(
         &self,
         db: &Database,
-        desired: T,
+        mut desired: T,
         live: Option<Arc<V>>,
         ours: impl Fn(&V) -> bool,
     ) -> Result<Result<Arc<V>, Blocker>, Error>
     where
-        T: Resource<DynamicType = ()> + Clone + Debug + Serialize,
+        T: Resource<DynamicType = ()> + Debug + Serialize,
         V: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + Debug
@@ -470,9 +470,10 @@ impl DatabaseReconciler {
         let live = match live {
             Some(live) => live,
             None => {
-                let mut create_only = desired.clone();
-                create_only.meta_mut().resource_version = Some(NO_STORED_OBJECT.into());
-                match api.patch(&name, &apply_params(), &Patch::Apply(&create_only)).await {
+                desired.meta_mut().resource_version = Some(NO_STORED_OBJECT.into());
+                let created = api.patch(&name, &apply_params(), &Patch::Apply(&desired)).await;
+                desired.meta_mut().resource_version = None;
+                match created {
                     Ok(written) => {
                         info!(child = %key, reason = "Created", differed = "", "wrote {kind}");
                         self.recorder.publish(
