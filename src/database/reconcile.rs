@@ -227,14 +227,17 @@ impl DatabaseReconciler {
                     let deployment = self.ensure(db, desired, None, deployment_ours).await?;
                     let service = match deployment {
                         Ok(_) => self.ensure(db, children::service(db), live_service, service_ours).await?,
-                        Err(_) => Ok(Arc::default()),
+                        // Not written: the Deployment's blocker is what the Database reports.
+                        Err(_) => Ok((Arc::default(), Wrote::Nothing)),
                     };
                     (deployment, service)
                 };
+                let writes = [("Deployment", name.as_str(), wrote(&deployment)), ("Service", &name, wrote(&service))];
+                self.announce(db, &writes);
                 match (deployment, service) {
                     (Err(blocker), _) => (None, Some(blocker)),
-                    (Ok(deployment), Err(blocker)) => (Some(deployment), Some(blocker)),
-                    (Ok(deployment), Ok(_)) => {
+                    (Ok((deployment, _)), Err(blocker)) => (Some(deployment), Some(blocker)),
+                    (Ok((deployment, _)), Ok(_)) => {
                         let failing = Blocker::from_deployment(&deployment);
                         (Some(deployment), failing)
                     }
@@ -366,7 +369,10 @@ impl DatabaseReconciler {
             _ => {
                 let ours = |claim: &PersistentVolumeClaimView| volume::is_ours(claim, db);
                 let written = match self.ensure(db, volume::claim(db, live.as_deref()), live.clone(), ours).await? {
-                    Ok(written) => written,
+                    Ok((written, wrote)) => {
+                        self.announce(db, &[("PersistentVolumeClaim", &volume::claim_name(db), wrote)]);
+                        written
+                    }
                     Err(blocker) => return Ok(Err(blocker)),
                 };
                 if let Some(blocker) = self.missing_storage_class(db, &written).await? {
@@ -444,7 +450,8 @@ impl DatabaseReconciler {
     }
 
     /// Brings one child to `desired`, writing only when its cached `live` view differs;
-    /// returns the child as written, read as a view. A child missing from the cache is
+    /// returns the child as written, read as a view, and what was written (the caller tells
+    /// it in the Database's events, [`notes`]). A child missing from the cache is
     /// written create-only; if an object holds its name already, `ours` decides: applied as a
     /// cached child would be, or [`Blocker::NotOwned`]. The inner `Err` is what blocks the
     /// Database: that, or the apiserver's refusal of the child.
@@ -454,7 +461,7 @@ impl DatabaseReconciler {
         mut desired: T,
         live: Option<Arc<V>>,
         ours: impl Fn(&V) -> bool,
-    ) -> Result<Result<Arc<V>, Blocker>, Error>
+    ) -> Result<Result<(Arc<V>, Wrote), Blocker>, Error>
     where
         T: Resource<DynamicType = ()> + Debug + Serialize,
         V: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -476,14 +483,7 @@ impl DatabaseReconciler {
                 match created {
                     Ok(written) => {
                         info!(child = %key, reason = "Created", differed = "", "wrote {kind}");
-                        self.recorder.publish(
-                            db,
-                            EventType::Normal,
-                            "Created",
-                            "Reconcile",
-                            &format!("created {kind} {name}"),
-                        );
-                        return Ok(Ok(Arc::new(written)));
+                        return Ok(Ok((Arc::new(written), Wrote::Created)));
                     }
                     Err(kube_client::Error::Api(status)) if status.is_conflict() => {
                         let existing = api
@@ -500,15 +500,20 @@ impl DatabaseReconciler {
             }
         };
         // The field that differs: what the write repairs.
-        let Some(field) = drift::difference(&desired, live.as_ref()) else { return Ok(Ok(live)) };
+        let Some(field) = drift::difference(&desired, live.as_ref()) else { return Ok(Ok((live, Wrote::Nothing))) };
         match api.patch(&name, &apply_params(), &Patch::Apply(&desired)).await {
             Ok(written) => {
-                let note = format!("updated {kind} {name} to match the Database spec ({field} differed)");
                 info!(child = %key, reason = "Updated", differed = %field, "wrote {kind}");
-                self.recorder.publish(db, EventType::Normal, "Updated", "Reconcile", &note);
-                Ok(Ok(Arc::new(written)))
+                Ok(Ok((Arc::new(written), Wrote::Updated(field))))
             }
             Err(error) => self.refused(db, &kind, &key, error),
+        }
+    }
+
+    /// Publishes the events that tell what one reconcile wrote ([`notes`]).
+    fn announce(&self, db: &Database, writes: &[(&str, &str, Wrote)]) {
+        for (reason, note) in notes(writes) {
+            self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note);
         }
     }
 
@@ -520,7 +525,7 @@ impl DatabaseReconciler {
         kind: &str,
         key: &str,
         error: kube_client::Error,
-    ) -> Result<Result<Arc<V>, Blocker>, Error> {
+    ) -> Result<Result<(Arc<V>, Wrote), Blocker>, Error> {
         match error {
             kube_client::Error::Api(status) if is_quota(&status) => {
                 Ok(Err(Blocker::QuotaExceeded { kind: kind_name(kind), message: status.message }))
@@ -531,6 +536,49 @@ impl DatabaseReconciler {
             source => Err(Error::Write { what: format!("{kind} {key}"), source }),
         }
     }
+}
+
+/// What the write of one child did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Wrote {
+    /// Nothing differed; nothing was written.
+    Nothing,
+    /// The child was created.
+    Created,
+    /// The child was brought back to the spec; the first field that differed.
+    Updated(String),
+}
+
+/// What [`DatabaseReconciler::ensure`] wrote, if it wrote.
+fn wrote<V>(ensured: &Result<(Arc<V>, Wrote), Blocker>) -> Wrote {
+    ensured.as_ref().map_or(Wrote::Nothing, |(_, wrote)| wrote.clone())
+}
+
+/// The events that tell what one reconcile wrote, given `(kind, name, what)` per child: one
+/// `Created` naming every child it created, one `Updated` naming every child it repaired and
+/// the field that differed in each. A new Database gets one event for its Deployment and
+/// Service, not two: half the event writes of the reconcile that creates them.
+fn notes(writes: &[(&str, &str, Wrote)]) -> Vec<(&'static str, String)> {
+    let created: Vec<String> = writes
+        .iter()
+        .filter(|(.., wrote)| *wrote == Wrote::Created)
+        .map(|(kind, name, _)| format!("{kind} {name}"))
+        .collect();
+    let updated: Vec<String> = writes
+        .iter()
+        .filter_map(|(kind, name, wrote)| match wrote {
+            Wrote::Updated(field) => Some(format!("{kind} {name} ({field} differed)")),
+            _ => None,
+        })
+        .collect();
+    let mut events = Vec::new();
+    if !created.is_empty() {
+        events.push(("Created", format!("created {}", created.join(" and "))));
+    }
+    if !updated.is_empty() {
+        events.push(("Updated", format!("updated {} to match the Database spec", updated.join(" and "))));
+    }
+    events
 }
 
 /// The blocker for a child the apiserver refused.
@@ -614,6 +662,30 @@ mod tests {
     fn too_many_requests_is_retried_after_the_servers_delay() {
         assert_eq!(write_error(429, 7).retry_after(), Some(Duration::from_secs(7)));
         assert_eq!(write_error(429, 0).retry_after(), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn one_event_names_every_child_created_and_one_every_child_updated() {
+        let image = Wrote::Updated("spec.template.spec.containers[database].image".into());
+        assert_eq!(
+            notes(&[("Deployment", "orders", Wrote::Created), ("Service", "orders", Wrote::Created)]),
+            [("Created", "created Deployment orders and Service orders".to_string())]
+        );
+        assert_eq!(
+            notes(&[("Deployment", "orders", image.clone()), ("Service", "orders", Wrote::Nothing)]),
+            [(
+                "Updated",
+                "updated Deployment orders (spec.template.spec.containers[database].image differed) to match the \
+                 Database spec"
+                    .to_string()
+            )]
+        );
+        assert_eq!(
+            notes(&[("Deployment", "orders", image), ("Service", "orders", Wrote::Created)]).len(),
+            2,
+            "a created child and an updated one: one event each"
+        );
+        assert!(notes(&[("Deployment", "orders", Wrote::Nothing), ("Service", "orders", Wrote::Nothing)]).is_empty());
     }
 
     #[test]
