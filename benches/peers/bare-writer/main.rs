@@ -5,7 +5,7 @@
 //! Deployment and Service concurrently (database-operator's own `children::deployment` / `service`) and
 //! then its status (`status::desired` of the Deployment it got back), with the same field
 //! manager, force and client throttling as the operator. With `--events` it also creates the
-//! two `Created` events the operator publishes for a new Database. No informer, no queue, no
+//! `Created` event the operator publishes for a new Database. No informer, no queue, no
 //! cache, no drift check: whatever time it takes is the apiserver's and etcd's.
 //!
 //! Like a controller, it keeps running after the work is done (until SIGTERM or Ctrl-C), so
@@ -39,7 +39,7 @@ struct Args {
     kube_api_qps: f32,
     #[arg(long, default_value_t = 30)]
     kube_api_burst: u32,
-    /// Also create the two `Created` events per Database that the operator publishes.
+    /// Also create the `Created` event per Database that the operator publishes.
     #[arg(long)]
     events: bool,
 }
@@ -76,7 +76,8 @@ async fn write(client: Client, db: Database, recorder: Arc<Option<Recorder>>) ->
     let namespace = db.metadata.namespace.clone().unwrap_or_default();
     let name = db.metadata.name.clone().unwrap_or_default();
     let params = PatchParams::apply(children::MANAGER).force();
-    // The two children at once, as the operator writes them.
+    // The two children at once, as the operator writes them when its cache holds the
+    // Deployment (a new Database's Deployment it writes first: see the reconcile's docs).
     let deployments = Api::<DeploymentView>::namespaced(client.clone(), &namespace);
     let services = Api::<ServiceView>::namespaced(client.clone(), &namespace);
     let (deployment_body, service_body) = (children::deployment(&db), children::service(&db));
@@ -95,10 +96,8 @@ async fn write(client: Client, db: Database, recorder: Arc<Option<Recorder>>) ->
         },
     )?;
     if let Some(recorder) = recorder.as_ref() {
-        for kind in ["Deployment", "Service"] {
-            let note = format!("created {kind} {name}");
-            recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
-        }
+        let note = format!("created Deployment {name} and Service {name}");
+        recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
     }
     let plan = database_operator::database::upgrade::Plan::steady(&db.spec.image);
     let status = status::desired(&db, Some(&deployment), None, &plan, &Time(Timestamp::now()));
