@@ -15,7 +15,7 @@
 #                     glibc crt-static, debug info stripped), run as a process like the others
 #   PLANE=bench       the control plane this script starts and stops
 #   OUT=target/bench/e2e   results.tsv, results.md, and each run's log
-#   SVG=docs/reconcile-throughput.svg
+#   SVG=docs/reconcile-throughput.svg   ("" draws no plot)
 #   REPEAT=1          measure database-operator at WORKERS this many more times at the end,
 #                     to show the run-to-run spread on a shared machine
 #   UNRELATED=0       also seed this many Deployments of nobody's (0 replicas, in a namespace of
@@ -50,7 +50,7 @@ export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
 # criterion does not need pods, and the same background load keeps the rounds comparable.
 export KWOK_NODE_PODS=${KWOK_NODE_PODS:-110}
 OUT=${OUT:-target/bench/e2e}
-SVG=${SVG:-docs/reconcile-throughput.svg}
+SVG=${SVG-docs/reconcile-throughput.svg}
 REPEAT=${REPEAT:-1}
 
 start=$(date +%s)
@@ -183,4 +183,4 @@ log "results ($results)"
 python3 hack/bench/report.py "$results" --workers "$WORKERS" --svg "$SVG" | tee "$OUT/results.md"
 # A run that failed is a failed benchmark: the table above has a hole where its row would be.
 [ ${#failed[@]} -eq 0 ] || die "these runs failed: ${failed[*]} (logs in $OUT/logs)"
-log "done; the plot is $SVG"
+log "done${SVG:+; the plot is $SVG}"
