@@ -425,7 +425,7 @@ impl DatabaseReconciler {
         {
             Ok(_) => {
                 info!(child = %crate::informer::key_of(child), reason = "Created", "wrote {kind}");
-                self.recorder.publish(db, EventType::Normal, "Created", "Reconcile", &format!("created {kind} {name}"));
+                self.announce(db, &[(&kind, &name, Wrote::Created)]);
                 Ok(Ok(()))
             }
             Err(kube_client::Error::Api(status)) if status.is_already_exists() => {
@@ -439,13 +439,7 @@ impl DatabaseReconciler {
                     Ok(Err(Blocker::NotOwned { kind: kind_name(&kind), name }))
                 }
             }
-            Err(kube_client::Error::Api(status)) if is_quota(&status) => {
-                Ok(Err(Blocker::QuotaExceeded { kind: kind_name(&kind), message: status.message }))
-            }
-            Err(kube_client::Error::Api(status)) if status.code == 400 || status.code == 422 => {
-                Ok(Err(rejected(db, kind_name(&kind), status.message)))
-            }
-            Err(source) => Err(Error::Write { what: format!("{kind} {name}"), source }),
+            Err(error) => refusal(db, &kind, &crate::informer::key_of(child), error).map(Err),
         }
     }
 
@@ -495,7 +489,7 @@ impl DatabaseReconciler {
                         }
                         Arc::new(existing)
                     }
-                    Err(error) => return self.refused(db, &kind, &key, error),
+                    Err(error) => return refusal(db, &kind, &key, error).map(Err),
                 }
             }
         };
@@ -506,7 +500,7 @@ impl DatabaseReconciler {
                 info!(child = %key, reason = "Updated", differed = %field, "wrote {kind}");
                 Ok(Ok((Arc::new(written), Wrote::Updated(field))))
             }
-            Err(error) => self.refused(db, &kind, &key, error),
+            Err(error) => refusal(db, &kind, &key, error).map(Err),
         }
     }
 
@@ -514,26 +508,6 @@ impl DatabaseReconciler {
     fn announce(&self, db: &Database, writes: &[(&str, &str, Wrote)]) {
         for (reason, note) in notes(writes) {
             self.recorder.publish(db, EventType::Normal, reason, "Reconcile", &note);
-        }
-    }
-
-    /// A failed write of a child: the apiserver's refusal of it blocks the Database (retrying
-    /// the same child cannot help); anything else is an error to retry.
-    fn refused<V>(
-        &self,
-        db: &Database,
-        kind: &str,
-        key: &str,
-        error: kube_client::Error,
-    ) -> Result<Result<(Arc<V>, Wrote), Blocker>, Error> {
-        match error {
-            kube_client::Error::Api(status) if is_quota(&status) => {
-                Ok(Err(Blocker::QuotaExceeded { kind: kind_name(kind), message: status.message }))
-            }
-            kube_client::Error::Api(status) if status.code == 400 || status.code == 422 => {
-                Ok(Err(rejected(db, kind_name(kind), status.message)))
-            }
-            source => Err(Error::Write { what: format!("{kind} {key}"), source }),
         }
     }
 }
@@ -547,6 +521,20 @@ enum Wrote {
     Created,
     /// The child was brought back to the spec; the first field that differed.
     Updated(String),
+}
+
+/// A failed write of a child: the apiserver's refusal of it blocks the Database (retrying the
+/// same child cannot help); anything else is an error to retry.
+fn refusal(db: &Database, kind: &str, key: &str, error: kube_client::Error) -> Result<Blocker, Error> {
+    match error {
+        kube_client::Error::Api(status) if is_quota(&status) => {
+            Ok(Blocker::QuotaExceeded { kind: kind_name(kind), message: status.message })
+        }
+        kube_client::Error::Api(status) if status.code == 400 || status.code == 422 => {
+            Ok(rejected(db, kind_name(kind), status.message))
+        }
+        source => Err(Error::Write { what: format!("{kind} {key}"), source }),
+    }
 }
 
 /// What [`DatabaseReconciler::ensure`] wrote, if it wrote.
