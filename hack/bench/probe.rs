@@ -241,7 +241,8 @@ impl Watch {
                         Kind::UnrelatedDeployment => unreachable!("refused by run"),
                     };
                     let child = match self.kind {
-                        Kind::Database | Kind::UnrelatedDeployment => key.clone(),
+                        Kind::Database => key.clone(),
+                        Kind::UnrelatedDeployment => unreachable!("refused by run"),
                         Kind::Foo => format!(
                             "{}/{}",
                             meta.namespace.as_deref().unwrap_or_default(),

@@ -62,8 +62,7 @@ impl<'de> Deserialize<'de> for SmallMap {
                 while let Some(pair) = access.next_entry()? {
                     pairs.push(pair);
                 }
-                pairs.shrink_to_fit();
-                Ok(SmallMap(pairs))
+                Ok(SmallMap(shrunk(pairs)))
             }
         }
         deserializer.deserialize_map(Pairs)
