@@ -65,7 +65,7 @@ impl Live {
 struct Counter(Arc<Countdown>);
 
 impl EventHandler<Deployment> for Counter {
-    fn on_add(&self, _obj: &Arc<Deployment>) {
+    fn on_add(&self, _obj: &Arc<Deployment>, _: bool) {
         self.0.tick();
     }
     fn on_update(&self, _old: &Arc<Deployment>, _new: &Arc<Deployment>) {}

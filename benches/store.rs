@@ -57,7 +57,7 @@ const STRIDE: usize = 7_919;
 struct Counter(Arc<Countdown>);
 
 impl EventHandler<Deployment> for Counter {
-    fn on_add(&self, _obj: &Arc<Deployment>) {
+    fn on_add(&self, _obj: &Arc<Deployment>, _: bool) {
         self.0.tick();
     }
     fn on_update(&self, _old: &Arc<Deployment>, _new: &Arc<Deployment>) {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use database_operator::cli::{Cli, Command, LogFormat, bind_address};
+use database_operator::cli::{Cli, Command, LogFormat, bind_address, log_filter};
 use database_operator::ops::{self, leader};
 use database_operator::{client, database, operator};
 use tokio::signal::unix::{SignalKind, signal};
@@ -19,7 +19,14 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let args = cli.run_args();
-    let filter = EnvFilter::try_new(&args.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = match log_filter(args.log_level.as_deref(), rust_log.as_deref()) {
+        Ok(filter) => EnvFilter::new(filter),
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
     match args.log_format {
         LogFormat::Text => tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -77,6 +84,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
     let options = operator::Options {
         namespace: args.namespace.clone(),
         workers: args.workers,
+        priority_queue: args.priority_queue,
         resync_period: (!args.resync_period.is_zero()).then_some(args.resync_period),
         cache_sync_timeout: std::time::Duration::from_secs(120),
         identity,

@@ -54,7 +54,7 @@ fn describe(obj: &ConfigMap) -> String {
 }
 
 impl EventHandler<ConfigMap> for Recorder {
-    fn on_add(&self, obj: &Arc<ConfigMap>) {
+    fn on_add(&self, obj: &Arc<ConfigMap>, _: bool) {
         self.0.lock().unwrap().push(format!("add {}", describe(obj)));
     }
     fn on_update(&self, old: &Arc<ConfigMap>, new: &Arc<ConfigMap>) {
@@ -224,7 +224,7 @@ async fn factory_shares_one_informer_per_kind_and_keeps_it_current() {
 struct Panicking;
 
 impl EventHandler<ConfigMap> for Panicking {
-    fn on_add(&self, _: &Arc<ConfigMap>) {
+    fn on_add(&self, _: &Arc<ConfigMap>, _: bool) {
         panic!("a handler bug");
     }
     fn on_update(&self, _: &Arc<ConfigMap>, _: &Arc<ConfigMap>) {}

@@ -76,24 +76,8 @@ probe=target/release/examples/e2e-probe
 peers=target/peers
 
 printf 'label\timplementation\tworkers\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tload\tapiserver_cpu_seconds\tetcd_cpu_seconds\tkcm_cpu_seconds\tcpu_limit\tunrelated\tcommand\n' >"$results"
-plane_dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$PLANE
-export KUBECONFIG=$plane_dir/kubeconfig
-
-# plane_up: a fresh control plane with both CRDs. Every run gets its own, so none inherits
-# the previous run's etcd history, caches, garbage collection or pods.
-plane_up() {
-  hack/control-plane.sh down >/dev/null 2>&1 || true
-  hack/control-plane.sh up >"$OUT/control-plane.log" 2>&1 || { cat "$OUT/control-plane.log" >&2; die "the control plane did not start"; }
-  eval "$(hack/control-plane.sh env)"
-  target/release/database-operator crd | kubectl apply -f - >/dev/null
-  kubectl apply -f "$peers/sample-controller-crd.yaml" >/dev/null
-  kubectl wait --for=condition=Established crd/databases.example.com crd/foos.samplecontroller.k8s.io --timeout=60s >/dev/null
-  # The control plane's CPU during each measurement shows where the time goes.
-  also=()
-  for component in kube-apiserver etcd kube-controller-manager; do
-    also+=(--also "$component=$(cat "$plane_dir/$component.pid")")
-  done
-}
+# shellcheck source=hack/bench/plane.sh
+. hack/bench/plane.sh
 
 run=0
 failed=()

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+use database_operator::database::children::ROLLOUT_LABEL;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -88,6 +89,26 @@ enum Command {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 1800)]
         timeout: u64,
+        /// A rollout: converged also means that the Deployment carries the label
+        /// bench.example.com/rollout=MARKER (the script starts the command with
+        /// DATABASE_OPERATOR_BENCH_ROLLOUT=MARKER, or the peer's equivalent).
+        #[arg(long)]
+        rollout: Option<String>,
+        /// Databases created while the command runs, in --arrival-namespace (created here), one
+        /// every --arrival-interval-ms, from the moment the first Deployment is rolled (at once
+        /// without --rollout). Their latencies from create to converged are reported.
+        #[arg(long, default_value_t = 0)]
+        arrivals: usize,
+        #[arg(long, default_value = "arrivals")]
+        arrival_namespace: String,
+        #[arg(long, default_value_t = 500)]
+        arrival_interval_ms: u64,
+        /// After convergence, keep the command running until its CPU time has not moved for
+        /// this many seconds, and report when it last moved (`busy_seconds`): for a restart,
+        /// where everything has converged before the command starts, the time it takes to go
+        /// through every key.
+        #[arg(long)]
+        idle_secs: Option<f64>,
         /// The implementation's command line.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -111,8 +132,35 @@ async fn main() -> anyhow::Result<()> {
     let client = Client::try_default().await.context("loading KUBECONFIG")?;
     match cli.command {
         Command::Seed { kind, n, namespaces, concurrency } => seed(client, kind, n, &namespaces, concurrency).await,
-        Command::Run { kind, n, namespaces, log, also, requests, timeout, command } => {
-            let options = RunOptions { log, also, requests, timeout: Duration::from_secs(timeout) };
+        Command::Run {
+            kind,
+            n,
+            namespaces,
+            log,
+            also,
+            requests,
+            timeout,
+            rollout,
+            arrivals,
+            arrival_namespace,
+            arrival_interval_ms,
+            idle_secs,
+            command,
+        } => {
+            let arrivals = Arrivals {
+                count: arrivals,
+                namespace: arrival_namespace,
+                interval: Duration::from_millis(arrival_interval_ms),
+            };
+            let options = RunOptions {
+                log,
+                also,
+                requests,
+                timeout: Duration::from_secs(timeout),
+                rollout,
+                arrivals,
+                idle: idle_secs.map(Duration::from_secs_f64),
+            };
             run(client, kind, n, namespaces, options, command).await
         }
     }
@@ -168,6 +216,13 @@ struct State {
     deployments: HashMap<String, String>,
     services: HashMap<String, String>,
     converged: HashSet<String>,
+    /// With --rollout: the label value every Deployment must carry, and the Deployments that do.
+    marker: Option<String>,
+    rolled: HashSet<String>,
+    /// Arrivals not yet converged: when each was created.
+    created: HashMap<String, Instant>,
+    /// Arrivals' seconds from create to converged.
+    latencies: Vec<f64>,
 }
 
 impl State {
@@ -176,9 +231,13 @@ impl State {
             *status_ok
                 && self.deployments.get(child) == Some(uid)
                 && (kind == Kind::Foo || self.services.get(child) == Some(uid))
+                && (self.marker.is_none() || self.rolled.contains(child))
         });
         if done {
             self.converged.insert(parent.to_string());
+            if let Some(created) = self.created.remove(parent) {
+                self.latencies.push(created.elapsed().as_secs_f64());
+            }
         } else {
             self.converged.remove(parent);
         }
@@ -259,6 +318,16 @@ impl Watch {
                     map.remove(&key);
                 } else {
                     map.insert(key.clone(), controller_uid(meta));
+                }
+                if what == Watched::Deployment
+                    && let Some(marker) = state.marker.clone()
+                {
+                    let carries = meta.labels.as_ref().and_then(|l| l.get(ROLLOUT_LABEL)) == Some(&marker);
+                    if carries && !deleted {
+                        state.rolled.insert(key.clone());
+                    } else {
+                        state.rolled.remove(&key);
+                    }
                 }
                 state.parents_of(&key)
             }
@@ -399,6 +468,67 @@ struct RunOptions {
     also: Vec<(String, u32)>,
     requests: Option<PathBuf>,
     timeout: Duration,
+    rollout: Option<String>,
+    arrivals: Arrivals,
+    idle: Option<Duration>,
+}
+
+/// Waits until `pid`'s CPU time has not moved for `idle` (or `deadline` passes); returns when
+/// it last moved.
+async fn wait_until_idle(pid: u32, idle: Duration, deadline: Instant) -> anyhow::Result<Instant> {
+    let mut ticks = cpu_ticks(pid)?;
+    let mut moved = Instant::now();
+    while moved.elapsed() < idle && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = cpu_ticks(pid)?;
+        if now > ticks {
+            (ticks, moved) = (now, Instant::now());
+        }
+    }
+    Ok(moved)
+}
+
+/// New Databases created during a run.
+struct Arrivals {
+    count: usize,
+    namespace: String,
+    interval: Duration,
+}
+
+/// Creates the arrivals one by one, after the first Deployment is rolled if there is a rollout,
+/// writing each one's creation time before creating it.
+async fn arrive(client: Client, arrivals: Arrivals, watch: Arc<Watch>) -> anyhow::Result<()> {
+    loop {
+        let started = {
+            let state = watch.state.lock().expect("no panics while locked");
+            state.marker.is_none() || !state.rolled.is_empty()
+        };
+        if started {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let resource = api_resource(Kind::Database);
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &arrivals.namespace, &resource);
+    let mut tick = tokio::time::interval(arrivals.interval);
+    for i in 0..arrivals.count {
+        tick.tick().await;
+        let name = format!("new-{i:04}");
+        let key = format!("{}/{name}", arrivals.namespace);
+        watch.state.lock().expect("no panics while locked").created.insert(key, Instant::now());
+        let object = DynamicObject::new(&name, &resource)
+            .within(&arrivals.namespace)
+            .data(json!({ "spec": {"size": "small", "image": "postgres:17"} }));
+        api.create(&PostParams::default(), &object).await.with_context(|| format!("creating arrival {name}"))?;
+    }
+    Ok(())
+}
+
+/// The `q` quantile of `values` (sorted here), nearest rank.
+fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
+    values.get(rank - 1).map(|v| (v * 1000.0).round() / 1000.0)
 }
 
 /// apiserver_request_total summed by (verb, group/resource/subresource), from /metrics.
@@ -434,15 +564,29 @@ async fn run(
     options: RunOptions,
     command: Vec<String>,
 ) -> anyhow::Result<()> {
-    let RunOptions { log, also, requests, timeout } = options;
+    let RunOptions { log, also, requests, timeout, rollout, arrivals, idle } = options;
     anyhow::ensure!(kind != Kind::UnrelatedDeployment, "unrelated Deployments are seeded, not measured");
+    anyhow::ensure!(kind == Kind::Database || arrivals.count == 0, "arrivals are Databases");
+    let mut namespaces = namespaces;
+    if arrivals.count > 0 {
+        let namespace = Namespace {
+            metadata: ObjectMeta { name: Some(arrivals.namespace.clone()), ..Default::default() },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .with_context(|| format!("creating namespace {}", arrivals.namespace))?;
+        namespaces.push(arrivals.namespace.clone());
+    }
+    let total = n + arrivals.count;
     let ticks_per_second: f64 =
         String::from_utf8(std::process::Command::new("getconf").arg("CLK_TCK").output()?.stdout)?
             .trim()
             .parse()
             .context("getconf CLK_TCK")?;
     let watch = Arc::new(Watch {
-        state: Arc::default(),
+        state: Arc::new(Mutex::new(State { marker: rollout.clone(), ..State::default() })),
         kind,
         namespaces: Arc::new(namespaces.into_iter().collect()),
         changed: Arc::new(Notify::new()),
@@ -489,6 +633,9 @@ async fn run(
         .with_context(|| format!("starting {}", command[0]))?;
     let pid = child.id().context("the command exited at once")?;
     eprintln!("[probe] started pid {pid}: {}", command.join(" "));
+    if arrivals.count > 0 {
+        tasks.spawn(arrive(client.clone(), arrivals, watch.clone()));
+    }
 
     // Stopped ourselves (Ctrl-C, or the script's trap): stop the command too.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -496,24 +643,32 @@ async fn run(
     let mut last_report = Instant::now();
     let outcome = loop {
         let converged = watch.state.lock().expect("no panics while locked").converged.len();
-        if converged >= n {
+        if converged >= total {
             break Ok(started.elapsed());
         }
         if last_report.elapsed() >= Duration::from_secs(10) {
-            eprintln!("[probe] {:>5.0}s: {converged}/{n} converged", started.elapsed().as_secs_f64());
+            eprintln!("[probe] {:>5.0}s: {converged}/{total} converged", started.elapsed().as_secs_f64());
             last_report = Instant::now();
         }
         tokio::select! {
             _ = watch.changed.notified() => {}
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             status = child.wait() => break Err(anyhow::anyhow!("the command exited before convergence: {}", status?)),
-            Some(result) = tasks.join_next() => break Err(anyhow::anyhow!("a watch stopped: {:?}", result?)),
+            Some(result) = tasks.join_next() => match result? {
+                // The arrivals are all created; the watches go on.
+                Ok(()) => continue,
+                Err(error) => break Err(anyhow::anyhow!("a watch or the arrivals stopped: {error:#}")),
+            },
             _ = terminate.recv() => break Err(anyhow::anyhow!("terminated")),
             _ = tokio::signal::ctrl_c() => break Err(anyhow::anyhow!("interrupted")),
         }
         if Instant::now() > deadline {
-            break Err(anyhow::anyhow!("timed out with {converged}/{n} converged"));
+            break Err(anyhow::anyhow!("timed out with {converged}/{total} converged"));
         }
+    };
+    let busy = match (&outcome, idle) {
+        (Ok(_), Some(idle)) => Some(wait_until_idle(pid, idle, deadline).await?.duration_since(started)),
+        _ => None,
     };
     let measured = usage(pid, ticks_per_second);
     let also_cpu: serde_json::Map<String, serde_json::Value> = also
@@ -549,6 +704,19 @@ async fn run(
         "rss_mib": (rss_mib * 10.0).round() / 10.0,
     });
     result.as_object_mut().expect("an object").extend(also_cpu);
+    if let Some(busy) = busy {
+        result["busy_seconds"] = json!((busy.as_secs_f64() * 1000.0).round() / 1000.0);
+    }
+    let mut latencies = std::mem::take(&mut watch.state.lock().expect("no panics while locked").latencies);
+    if !latencies.is_empty() {
+        let extra = json!({
+            "arrivals": latencies.len(),
+            "arrival_p50_s": quantile(&mut latencies, 0.5),
+            "arrival_p99_s": quantile(&mut latencies, 0.99),
+            "arrival_max_s": quantile(&mut latencies, 1.0),
+        });
+        result.as_object_mut().expect("an object").extend(extra.as_object().expect("an object").clone());
+    }
     println!("{result}");
     Ok(())
 }

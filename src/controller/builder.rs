@@ -8,17 +8,18 @@ use kube_core::Resource;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use super::enqueue::{Enqueue, Mapper, Settled, owner_keys};
 use super::metrics::{ControllerMetrics, Metrics};
 use super::worker::{self, Reconciler};
 use super::{Error, ObjectKey};
-use crate::informer::{self, Cache, EventHandler, Informer, key_of, wait_for_caches};
+use crate::informer::{self, Cache, Informer, key_of, wait_for_caches};
 use crate::workqueue::RateLimitingQueue;
 
-/// Maps an object of a watched type to the keys of the primary objects to reconcile.
-type Mapper<C> = Arc<dyn Fn(&C) -> Vec<String> + Send + Sync>;
+/// Whether a primary object is settled ([`Builder::settled`]).
+type Predicate<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// Registers one informer's event handler on the controller's queue.
-type Wire = Box<dyn FnOnce(&RateLimitingQueue<ObjectKey>) + Send>;
+type Wire = Box<dyn FnOnce(&RateLimitingQueue<ObjectKey>, Option<&Settled>) + Send>;
 
 /// Builds a [`Controller`] over a primary informer and the informers of what it owns.
 ///
@@ -42,6 +43,7 @@ pub struct Builder<K> {
     workers: usize,
     cache_sync_timeout: Duration,
     metrics: Option<Metrics>,
+    settled: Option<Predicate<K>>,
 }
 
 impl<K> Debug for Builder<K> {
@@ -66,8 +68,9 @@ where
             workers: 2,
             cache_sync_timeout: Duration::from_secs(120),
             metrics: None,
+            settled: None,
         };
-        builder = builder.watches(primary, |obj: &K| vec![key_of(obj)]);
+        builder.wire(primary, Arc::new(|obj: &K| vec![key_of(obj)]), true);
         builder
     }
 
@@ -87,12 +90,29 @@ where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
-        let map: Mapper<C> = Arc::new(map);
+        self.wire(informer, Arc::new(map), false);
+        self
+    }
+
+    fn wire<C>(&mut self, informer: Arc<Informer<C>>, map: Mapper<C>, primary: bool)
+    where
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    {
         self.syncs.push(informer.clone());
         let controller = self.name.clone();
-        self.wiring.push(Box::new(move |queue| {
-            informer.add_event_handler(Arc::new(Enqueue { queue: queue.clone(), map, controller }));
+        self.wiring.push(Box::new(move |queue, settled| {
+            let settled = settled.cloned();
+            informer.add_event_handler(Arc::new(Enqueue { queue: queue.clone(), map, controller, primary, settled }));
         }));
+    }
+
+    /// Says when a primary object needs nothing urgent (for example: its status reports the
+    /// current generation and it is ready). For a settled object, updates of watched objects
+    /// and its own updates that leave `metadata.generation` alone are queued at low priority,
+    /// behind users' changes (see [`crate::workqueue::Priority`]). Without it, only the initial
+    /// list and resyncs are low.
+    pub fn settled(mut self, settled: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
+        self.settled = Some(Arc::new(settled));
         self
     }
 
@@ -123,8 +143,12 @@ where
     /// Registers the event handlers and returns the controller, ready to run.
     pub fn build(self) -> Controller<K> {
         let queue = self.queue.unwrap_or_else(|| RateLimitingQueue::new(&self.name));
+        let settled: Option<Settled> = self.settled.map(|settled| {
+            let store = self.primary.store();
+            Arc::new(move |key: &str| store.get(key).is_some_and(|obj| settled(&obj))) as Settled
+        });
         for wire in self.wiring {
-            wire(&queue);
+            wire(&queue, settled.as_ref());
         }
         Controller {
             metrics: self.metrics.map(|m| m.for_controller(&self.name)),
@@ -247,96 +271,9 @@ impl<K> Controller<K> {
     }
 }
 
-/// The keys of `owner`'s kind that `obj`'s controller ownerReference names.
-fn owner_keys<K, C>(obj: &C) -> Vec<String>
-where
-    K: Resource<DynamicType = ()>,
-    C: Resource<DynamicType = ()>,
-{
-    let meta = obj.meta();
-    let owner = meta.owner_references.iter().flatten().find(|r| r.controller == Some(true));
-    match owner {
-        Some(r) if r.kind == K::kind(&()) && r.api_version == K::api_version(&()) => match &meta.namespace {
-            Some(ns) => vec![format!("{ns}/{}", r.name)],
-            None => vec![r.name.clone()],
-        },
-        _ => Vec::new(),
-    }
-}
-
-/// The event handler that turns events into keys on the queue.
-struct Enqueue<C> {
-    queue: RateLimitingQueue<ObjectKey>,
-    map: Mapper<C>,
-    /// The controller's name: the handler's name in metrics.
-    controller: String,
-}
-
-impl<C: Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
-    fn name(&self) -> String {
-        self.controller.clone()
-    }
-
-    fn on_add(&self, obj: &Arc<C>) {
-        for key in (self.map)(obj) {
-            self.queue.add(ObjectKey::from(key));
-        }
-    }
-
-    fn on_update(&self, old: &Arc<C>, new: &Arc<C>) {
-        // Both: when an owner reference moves, the old owner must notice it lost a child.
-        let mut keys = (self.map)(new);
-        for key in (self.map)(old) {
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
-        for key in keys {
-            self.queue.add(ObjectKey::from(key));
-        }
-    }
-
-    fn on_delete(&self, obj: &Arc<C>) {
-        self.on_add(obj);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use kube_core::ObjectMeta;
-
-    fn replica_set(owner_kind: &str, api_version: &str, controller: bool) -> ReplicaSet {
-        ReplicaSet {
-            metadata: ObjectMeta {
-                name: Some("web-abc".into()),
-                namespace: Some("prod".into()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: api_version.into(),
-                    kind: owner_kind.into(),
-                    name: "web".into(),
-                    uid: "u1".into(),
-                    controller: Some(controller),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn owned_object_maps_to_its_controller_owner_key() {
-        let keys = owner_keys::<Deployment, _>(&replica_set("Deployment", "apps/v1", true));
-        assert_eq!(keys, vec!["prod/web".to_string()]);
-    }
-
-    #[test]
-    fn non_controller_owner_reference_is_ignored() {
-        assert!(owner_keys::<Deployment, _>(&replica_set("Deployment", "apps/v1", false)).is_empty());
-    }
 
     /// A reconciler that blocks until released, counting the reconciles that started and
     /// those that finished.
@@ -408,11 +345,5 @@ mod tests {
         reconciler.release.notify_one();
         tokio::task::yield_now().await;
         assert_eq!(reconciler.finished.load(std::sync::atomic::Ordering::SeqCst), 0);
-    }
-
-    #[test]
-    fn owner_of_another_kind_or_group_is_ignored() {
-        assert!(owner_keys::<Deployment, _>(&replica_set("StatefulSet", "apps/v1", true)).is_empty());
-        assert!(owner_keys::<Deployment, _>(&replica_set("Deployment", "other.io/v1", true)).is_empty());
     }
 }

@@ -28,6 +28,7 @@
 //!   then [`Controller::run`] returns.
 
 mod builder;
+mod enqueue;
 mod metrics;
 mod worker;
 

@@ -136,6 +136,30 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     container.security_context = Some(engine::container_security());
 }
 
+/// The environment variable of the rollout benchmark's switch (see [`ROLLOUT_LABEL`]).
+pub const ROLLOUT_ENV: &str = "DATABASE_OPERATOR_BENCH_ROLLOUT";
+
+/// For the rollout benchmark only (hack/bench/rollout.sh): when the operator starts with
+/// `DATABASE_OPERATOR_BENCH_ROLLOUT` set, every Deployment and its pod template carry this
+/// label with that value, so a start with a new value changes every Deployment at once, as an
+/// operator upgrade that changes the pod template would. Unset (always, outside the
+/// benchmark), nothing changes.
+pub const ROLLOUT_LABEL: &str = "bench.example.com/rollout";
+
+fn rollout_marker() -> Option<&'static str> {
+    static MARKER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MARKER.get_or_init(|| std::env::var(ROLLOUT_ENV).ok().filter(|value| !value.is_empty())).as_deref()
+}
+
+/// [`labels`], plus the rollout benchmark's label when its switch is on.
+fn deployment_labels(db: &Database) -> BTreeMap<String, String> {
+    let mut labels = labels(db);
+    if let Some(marker) = rollout_marker() {
+        labels.insert(ROLLOUT_LABEL.to_string(), marker.to_string());
+    }
+    labels
+}
+
 /// The seed's Deployment: the image as given, port 8080 `http`, resources from the size.
 fn generic_deployment(db: &Database, image: &str) -> Deployment {
     let size = db.spec.size.resources();
@@ -143,12 +167,12 @@ fn generic_deployment(db: &Database, image: &str) -> Deployment {
         BTreeMap::from([("cpu".to_string(), Quantity(cpu.into())), ("memory".to_string(), Quantity(memory.into()))])
     };
     Deployment {
-        metadata: metadata(db),
+        metadata: ObjectMeta { labels: Some(deployment_labels(db)), ..metadata(db) },
         spec: Some(DeploymentSpec {
             replicas: Some(1),
             selector: LabelSelector { match_labels: Some(selector(db)), ..Default::default() },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels(db)), ..Default::default() }),
+                metadata: Some(ObjectMeta { labels: Some(deployment_labels(db)), ..Default::default() }),
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: CONTAINER_NAME.into(),

@@ -343,6 +343,18 @@ pub fn desired(
     }
 }
 
+/// Whether `db` needs nothing urgent: its status describes its current generation and says
+/// Ready. The controller queues a settled Database's child churn and status-only changes at low
+/// priority ([`crate::controller::Builder::settled`]); a new, changed or unready one stays
+/// normal, so its way to Ready never waits behind a fleet-wide change.
+pub fn settled(db: &Database) -> bool {
+    db.status.as_ref().is_some_and(|status| {
+        status.observed_generation.is_some()
+            && status.observed_generation == db.metadata.generation
+            && status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
 /// Sets the condition `type_` of `status`, keeping its `lastTransitionTime` from `previous`
 /// unless its status changed.
 pub fn set_condition(
@@ -433,6 +445,18 @@ mod tests {
         assert_eq!(status.phase, Some(Phase::Ready));
         assert_eq!(status.ready_replicas, Some(1));
         assert_eq!(condition(&status, "Ready").reason, "DeploymentReady");
+    }
+
+    #[test]
+    fn only_a_ready_database_whose_status_describes_its_generation_is_settled() {
+        let mut db = database();
+        assert!(!settled(&db), "no status yet");
+        db.status = Some(desired(&db, Some(&deployment(0)), None, &steady(), &time(10)));
+        assert!(!settled(&db), "not ready");
+        db.status = Some(desired(&db, Some(&deployment(1)), None, &steady(), &time(10)));
+        assert!(settled(&db));
+        db.metadata.generation = Some(4);
+        assert!(!settled(&db), "a spec the operator has not acted on");
     }
 
     #[test]

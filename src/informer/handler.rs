@@ -41,7 +41,10 @@ use super::store::{Delta, Store};
 /// A panic in a handler ends the informer's [`run`](super::Informer::run).
 pub trait EventHandler<K>: Send + Sync + 'static {
     /// `obj` was added to the cache (or was there when the handler was registered).
-    fn on_add(&self, obj: &Arc<K>);
+    /// `in_initial_list` (client-go's `isInInitialList`) is true for the objects of the
+    /// informer's first list and of the snapshot a handler gets when registered: what was there
+    /// before anyone watched, rather than a creation seen live (or found by a later relist).
+    fn on_add(&self, obj: &Arc<K>, in_initial_list: bool);
     /// A cached object changed from `old` to `new`; on resync, `old` and `new` are the same.
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>);
     /// `obj` left the cache: deleted, or gone from a relist. `obj` is the last state known.
@@ -57,14 +60,16 @@ pub trait EventHandler<K>: Send + Sync + 'static {
 }
 
 enum Message<K> {
-    Deltas(Vec<Delta<K>>),
+    /// Changes of the cache; `true` for the first list's.
+    Deltas(Vec<Delta<K>>, bool),
     AddHandler(Arc<dyn EventHandler<K>>, Vec<Arc<K>>),
     Resync(Vec<Arc<K>>),
 }
 
 /// What one lane delivers: shared by every lane, never copied per handler.
 enum Work<K> {
-    Deltas(Arc<Vec<Delta<K>>>),
+    /// Changes; `true` for the first list's.
+    Deltas(Arc<Vec<Delta<K>>>, bool),
     /// The cache when the handler was registered, as adds.
     Snapshot(Vec<Arc<K>>),
     Resync(Arc<Vec<Arc<K>>>),
@@ -73,7 +78,7 @@ enum Work<K> {
 impl<K: 'static> Work<K> {
     fn len(&self) -> usize {
         match self {
-            Work::Deltas(deltas) => deltas.len(),
+            Work::Deltas(deltas, _) => deltas.len(),
             Work::Snapshot(objects) => objects.len(),
             Work::Resync(objects) => objects.len(),
         }
@@ -81,16 +86,16 @@ impl<K: 'static> Work<K> {
 
     fn deliver(&self, handler: &dyn EventHandler<K>) {
         match self {
-            Work::Deltas(deltas) => {
+            Work::Deltas(deltas, initial) => {
                 for delta in deltas.iter() {
                     match delta {
-                        Delta::Added(obj) => handler.on_add(obj),
+                        Delta::Added(obj) => handler.on_add(obj, *initial),
                         Delta::Updated(old, new) => handler.on_update(old, new),
                         Delta::Deleted(obj) => handler.on_delete(obj),
                     }
                 }
             }
-            Work::Snapshot(objects) => objects.iter().for_each(|obj| handler.on_add(obj)),
+            Work::Snapshot(objects) => objects.iter().for_each(|obj| handler.on_add(obj, true)),
             Work::Resync(objects) => objects.iter().for_each(|obj| handler.on_update(obj, obj)),
         }
     }
@@ -138,24 +143,25 @@ impl<K: 'static> Distributor<K> {
 impl<K: Resource + 'static> Distributor<K> {
     /// Caches `obj` (added or modified).
     pub(crate) fn upsert(&self, obj: Arc<K>) {
-        self.sequenced(|store| Some(Message::Deltas(vec![store.upsert(obj)])));
+        self.sequenced(|store| Some(Message::Deltas(vec![store.upsert(obj)], false)));
     }
 
     /// Drops `obj` from the cache; handlers get `obj` (the final state the apiserver sent).
     /// Deleting what is not cached changes nothing and tells nobody: a handler never hears of
     /// the deletion of an object it was not shown.
     pub(crate) fn delete(&self, obj: Arc<K>) {
-        self.sequenced(|store| store.remove(&obj).map(|_| Message::Deltas(vec![Delta::Deleted(obj)])));
+        self.sequenced(|store| store.remove(&obj).map(|_| Message::Deltas(vec![Delta::Deleted(obj)], false)));
     }
 
     /// Drops what is cached under `key`, if anything; handlers get its last cached state.
     pub(crate) fn forget(&self, key: &str) {
-        self.sequenced(|store| store.remove_key(key).map(|old| Message::Deltas(vec![Delta::Deleted(old)])));
+        self.sequenced(|store| store.remove_key(key).map(|old| Message::Deltas(vec![Delta::Deleted(old)], false)));
     }
 
-    /// Replaces the cache with `objects`; handlers get the difference.
-    pub(crate) fn replace(&self, objects: Vec<Arc<K>>) {
-        self.sequenced(|store| Some(Message::Deltas(store.replace(objects))));
+    /// Replaces the cache with `objects`; handlers get the difference, as the initial list's
+    /// if `initial` (the informer's first list).
+    pub(crate) fn replace(&self, objects: Vec<Arc<K>>, initial: bool) {
+        self.sequenced(|store| Some(Message::Deltas(store.replace(objects), initial)));
     }
 }
 
@@ -219,9 +225,9 @@ impl<K: Send + Sync + 'static> Dispatcher<K> {
     /// Hands `message` to the lanes; a new handler's lane comes back to be served.
     fn dispatch(&mut self, message: Message<K>, metrics: &ResourceMetrics) -> Option<NewLane<K>> {
         match message {
-            Message::Deltas(deltas) => {
+            Message::Deltas(deltas, initial) => {
                 let deltas = Arc::new(deltas);
-                self.lanes.iter().for_each(|lane| lane.push(Work::Deltas(deltas.clone())));
+                self.lanes.iter().for_each(|lane| lane.push(Work::Deltas(deltas.clone(), initial)));
                 None
             }
             Message::Resync(snapshot) => {
@@ -352,9 +358,9 @@ mod tests {
     struct Slow(Arc<Recorder>);
 
     impl EventHandler<ConfigMap> for Slow {
-        fn on_add(&self, obj: &Arc<ConfigMap>) {
+        fn on_add(&self, obj: &Arc<ConfigMap>, in_initial_list: bool) {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            self.0.on_add(obj);
+            self.0.on_add(obj, in_initial_list);
         }
         fn on_update(&self, _: &Arc<ConfigMap>, _: &Arc<ConfigMap>) {}
         fn on_delete(&self, _: &Arc<ConfigMap>) {}
@@ -396,7 +402,7 @@ mod tests {
     struct Panics;
 
     impl EventHandler<ConfigMap> for Panics {
-        fn on_add(&self, _: &Arc<ConfigMap>) {
+        fn on_add(&self, _: &Arc<ConfigMap>, _: bool) {
             panic!("a handler bug");
         }
         fn on_update(&self, _: &Arc<ConfigMap>, _: &Arc<ConfigMap>) {}

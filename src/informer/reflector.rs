@@ -250,7 +250,8 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
 
     fn replace(&mut self, objects: Vec<Arc<K>>, resource_version: String) {
         debug!(resource = %self.resource, objects = objects.len(), %resource_version, "cache replaced");
-        self.distributor.replace(objects);
+        let initial = !*self.synced.borrow();
+        self.distributor.replace(objects, initial);
         self.resource_version = resource_version;
         self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
     }

@@ -57,6 +57,7 @@ async fn watch_events_reach_the_store_and_the_handlers_in_order() {
     watch.added(cm("ns", "b", "2")).modified(cm("ns", "a", "3")).deleted(cm("ns", "b", "4"));
     let h = start(&fake, listing());
     assert_eq!(h.events(4).await, ["add ns/a@1", "add ns/b@2", "update ns/a@1->3", "delete ns/b@4"]);
+    assert_eq!(h.recorder.initial_adds(), ["ns/a@1"], "the listed object is in the initial list, the watched one not");
     assert_eq!(h.sorted_keys(), ["ns/a"]);
     assert_eq!(h.informer.store().get("ns/a").unwrap().metadata.resource_version.as_deref(), Some("3"));
     h.stop().await;
@@ -93,6 +94,7 @@ async fn gone_watch_error_relists_at_once_and_reports_what_changed_while_down() 
     let h = start(&fake, listing());
     let events = h.events(6).await;
     assert_eq!(events[3..], ["update ns/changed@1->5", "add ns/new@6", "delete ns/vanished@1"]);
+    assert_eq!(h.recorder.initial_adds().len(), 3, "a relist's adds are not the initial list's");
     assert_eq!(h.sorted_keys(), ["ns/changed", "ns/new", "ns/same"]);
     let calls = h.watch_calls(2).await;
     assert_eq!(calls[1].1, "6");

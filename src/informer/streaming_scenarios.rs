@@ -33,6 +33,7 @@ async fn streaming_list_replaces_the_cache_at_the_end_bookmark_and_keeps_watchin
     assert_eq!(h.sorted_keys(), ["ns/a", "ns/b"]);
     stream.added(cm("ns", "c", "6"));
     assert_eq!(h.events(3).await, ["add ns/a@1", "add ns/b@2", "add ns/c@6"]);
+    assert_eq!(h.recorder.initial_adds(), ["ns/a@1", "ns/b@2"], "the streamed list is the initial list");
 
     let (params, rv, _) = h.watch_calls(1).await.remove(0);
     assert!(params.send_initial_events && params.bookmarks);

@@ -232,10 +232,11 @@ pub(crate) fn undecodable(ns: &str, name: &str, rv: &str) -> Undecodable {
 }
 
 /// A handler that writes down what it is told: `add ns/a@1`, `update ns/a@1->2`,
-/// `delete ns/a@2`.
+/// `delete ns/a@2`; and, apart, the adds it was told were in the initial list.
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
     events: Mutex<Vec<String>>,
+    initial: Mutex<Vec<String>>,
 }
 
 impl Recorder {
@@ -245,6 +246,11 @@ impl Recorder {
 
     pub(crate) fn events(&self) -> Vec<String> {
         self.events.lock().unwrap().clone()
+    }
+
+    /// The objects (`ns/a@1`) added with `in_initial_list`, in order.
+    pub(crate) fn initial_adds(&self) -> Vec<String> {
+        self.initial.lock().unwrap().clone()
     }
 
     fn push(&self, event: String) {
@@ -257,7 +263,10 @@ fn describe(obj: &ConfigMap) -> String {
 }
 
 impl EventHandler<ConfigMap> for Recorder {
-    fn on_add(&self, obj: &Arc<ConfigMap>) {
+    fn on_add(&self, obj: &Arc<ConfigMap>, in_initial_list: bool) {
+        if in_initial_list {
+            self.initial.lock().unwrap().push(describe(obj));
+        }
         self.push(format!("add {}", describe(obj)));
     }
 

@@ -27,6 +27,7 @@ pub(super) struct Controllers {
 /// What every controller is built with.
 pub(super) struct Settings {
     pub(super) workers: usize,
+    pub(super) priority_queue: bool,
     pub(super) cache_sync_timeout: std::time::Duration,
     pub(super) queue_metrics: workqueue::Metrics,
     pub(super) controller_metrics: controller::Metrics,
@@ -50,7 +51,10 @@ impl Controllers {
 
         let queue = |name: &str| {
             RateLimitingQueue::with_config(
-                workqueue::Config::default().name(name).metrics(settings.queue_metrics.clone()),
+                workqueue::Config::default()
+                    .name(name)
+                    .metrics(settings.queue_metrics.clone())
+                    .prioritized(settings.priority_queue),
             )
         };
         let stores = database::Stores {
@@ -75,6 +79,7 @@ impl Controllers {
             .watches(services, same_name_database(&databases))
             // A restore waits for its backup, an upgrade for the backup taken before it.
             .watches(backups.clone(), database::backups::databases_waiting_for(databases.store()))
+            .settled(database::status::settled)
             .workers(settings.workers)
             .cache_sync_timeout(settings.cache_sync_timeout)
             .queue(queue("database"))

@@ -82,6 +82,9 @@ pub struct Options {
     pub namespace: Option<String>,
     /// Parallel reconciles.
     pub workers: usize,
+    /// Whether the controllers' queues put users' changes first (see
+    /// [`crate::workqueue::Priority`]); `false` keeps one FIFO.
+    pub priority_queue: bool,
     /// Periodic resync of every cached object; `None` disables it.
     pub resync_period: Option<Duration>,
     /// How long to wait for the caches before failing.
@@ -114,6 +117,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("namespace", &self.namespace)
             .field("workers", &self.workers)
+            .field("priority_queue", &self.priority_queue)
             .field("resync_period", &self.resync_period)
             .field("metrics_address", &self.metrics_address)
             .field("health_address", &self.health_address)
@@ -129,6 +133,7 @@ impl Options {
         Self {
             namespace,
             workers,
+            priority_queue: true,
             resync_period: None,
             cache_sync_timeout: Duration::from_secs(60),
             identity: format!("database-operator-{}", std::process::id()),
@@ -226,6 +231,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let factory = Arc::new(Factory::new(client.clone(), options.namespace.clone(), config));
     let settings = Settings {
         workers: options.workers,
+        priority_queue: options.priority_queue,
         cache_sync_timeout: options.cache_sync_timeout,
         queue_metrics,
         controller_metrics,

@@ -133,9 +133,9 @@ pub(crate) struct DelayingQueue<K> {
 }
 
 impl<K: Key> DelayingQueue<K> {
-    pub(crate) fn new(metrics: Option<QueueMetrics>) -> Self {
+    pub(crate) fn new(metrics: Option<QueueMetrics>, prioritized: bool) -> Self {
         DelayingQueue {
-            queue: Queue::new(metrics),
+            queue: Queue::new(metrics, prioritized),
             waiting: Mutex::new(WaitingSet { heap: BinaryHeap::new(), deadlines: HashMap::default(), next_seq: 0 }),
             timer: Timer {
                 wake: Arc::new(Notify::new()),
@@ -266,7 +266,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn queue() -> Arc<DelayingQueue<&'static str>> {
-        Arc::new(DelayingQueue::new(None))
+        Arc::new(DelayingQueue::new(None, true))
     }
 
     /// Gets the next key and how long (on the paused clock) it took to come.
@@ -401,7 +401,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn many_delayed_keys_share_one_timer_task() {
-        let queue = Arc::new(DelayingQueue::new(None));
+        let queue = Arc::new(DelayingQueue::new(None, true));
         for key in 0..1000u32 {
             queue.add_after(key, MS * (key % 7 + 1));
         }

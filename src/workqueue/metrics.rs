@@ -24,6 +24,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
+use super::priority::Priority;
+
 /// A queue that can say how much work it has in progress.
 pub(crate) trait UnfinishedWork: Send + Sync {
     /// Seconds of work in progress summed over processing keys, and the longest one, at `now`.
@@ -33,6 +35,13 @@ pub(crate) trait UnfinishedWork: Send + Sync {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     name: String,
+}
+
+/// `workqueue_depth`'s labels: the queue and the priority the keys wait at.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DepthLabels {
+    name: String,
+    priority: &'static str,
 }
 
 type HistogramFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
@@ -56,7 +65,7 @@ struct TrackedQueue {
 ///
 /// | metric | type | meaning |
 /// | --- | --- | --- |
-/// | `workqueue_depth` | gauge | keys waiting to be processed |
+/// | `workqueue_depth` | gauge | keys waiting to be processed, by `priority` (`normal`, `low`) |
 /// | `workqueue_adds_total` | counter | adds that made a key dirty (deduplicated adds are not counted) |
 /// | `workqueue_queue_duration_seconds` | histogram | from add to `get` |
 /// | `workqueue_work_duration_seconds` | histogram | from `get` to `done` |
@@ -75,7 +84,7 @@ struct TrackedQueue {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Metrics {
-    depth: Family<QueueLabels, Gauge>,
+    depth: Family<DepthLabels, Gauge>,
     adds: Family<QueueLabels, Counter>,
     queue_duration: HistogramFamily,
     work_duration: HistogramFamily,
@@ -120,8 +129,12 @@ impl Metrics {
     /// The per-queue children for `name`, resolved once.
     pub(crate) fn queue(&self, name: &str) -> QueueMetrics {
         let labels = QueueLabels { name: name.to_owned() };
+        let depth = |priority: Priority| {
+            self.depth.get_or_create_owned(&DepthLabels { name: name.to_owned(), priority: priority.label() })
+        };
         QueueMetrics {
-            depth: self.depth.get_or_create_owned(&labels),
+            depth_normal: depth(Priority::Normal),
+            depth_low: depth(Priority::Low),
             adds: self.adds.get_or_create_owned(&labels),
             queue_duration: self.queue_duration.get_or_create_owned(&labels),
             work_duration: self.work_duration.get_or_create_owned(&labels),
@@ -140,7 +153,8 @@ impl Metrics {
 /// One queue's metric children.
 #[derive(Clone, Debug)]
 pub(crate) struct QueueMetrics {
-    depth: Gauge,
+    depth_normal: Gauge,
+    depth_low: Gauge,
     adds: Counter,
     queue_duration: Histogram,
     work_duration: Histogram,
@@ -148,15 +162,28 @@ pub(crate) struct QueueMetrics {
 }
 
 impl QueueMetrics {
-    /// A key became dirty.
-    pub(crate) fn added(&self) {
-        self.adds.inc();
-        self.depth.inc();
+    fn depth(&self, priority: Priority) -> &Gauge {
+        match priority {
+            Priority::Normal => &self.depth_normal,
+            Priority::Low => &self.depth_low,
+        }
     }
 
-    /// A worker got a key that had waited `queued_for`.
-    pub(crate) fn got(&self, queued_for: Option<Duration>) {
-        self.depth.dec();
+    /// A key became dirty at `priority`.
+    pub(crate) fn added(&self, priority: Priority) {
+        self.adds.inc();
+        self.depth(priority).inc();
+    }
+
+    /// A dirty key was added again at a higher priority.
+    pub(crate) fn moved(&self, from: Priority, to: Priority) {
+        self.depth(from).dec();
+        self.depth(to).inc();
+    }
+
+    /// A worker got a key that had waited `queued_for` at `priority`.
+    pub(crate) fn got(&self, priority: Priority, queued_for: Option<Duration>) {
+        self.depth(priority).dec();
         if let Some(queued_for) = queued_for {
             self.queue_duration.observe(queued_for.as_secs_f64());
         }
@@ -257,16 +284,17 @@ mod tests {
         let (registry, queue) = setup("test");
         let series = |metric: &str| format!("{metric}{{name=\"test\"}}");
         let at = |metric: &str| value(&registry, &series(metric));
+        let depth = || value(&registry, "workqueue_depth{name=\"test\",priority=\"normal\"}");
 
         queue.add("a");
         queue.add("b");
         queue.add("a");
         assert_eq!(at("workqueue_adds_total"), Some(2.0), "deduplicated adds don't count");
-        assert_eq!(at("workqueue_depth"), Some(2.0));
+        assert_eq!(depth(), Some(2.0));
 
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(queue.get().await, Some("a"));
-        assert_eq!(at("workqueue_depth"), Some(1.0));
+        assert_eq!(depth(), Some(1.0));
         assert_eq!(at("workqueue_queue_duration_seconds_count"), Some(1.0));
         assert_eq!(at("workqueue_queue_duration_seconds_sum"), Some(1.0));
 
@@ -298,10 +326,26 @@ mod tests {
         queue.add("a");
         queue.add("a");
         assert_eq!(value(&registry, "workqueue_adds_total{name=\"test\"}"), Some(2.0));
-        assert_eq!(value(&registry, "workqueue_depth{name=\"test\"}"), Some(1.0));
+        let depth = "workqueue_depth{name=\"test\",priority=\"normal\"}";
+        assert_eq!(value(&registry, depth), Some(1.0));
         queue.done(&"a");
         queue.get().await;
-        assert_eq!(value(&registry, "workqueue_depth{name=\"test\"}"), Some(0.0));
+        assert_eq!(value(&registry, depth), Some(0.0));
+    }
+
+    #[tokio::test]
+    async fn depth_is_reported_by_priority_and_follows_a_key_moved_up() {
+        let (registry, queue) = setup("test");
+        let depth =
+            |priority: &str| value(&registry, &format!("workqueue_depth{{name=\"test\",priority=\"{priority}\"}}"));
+        queue.add_with_priority("a", Priority::Low);
+        queue.add_with_priority("b", Priority::Low);
+        assert_eq!((depth("normal"), depth("low")), (Some(0.0), Some(2.0)));
+        queue.add("a");
+        assert_eq!((depth("normal"), depth("low")), (Some(1.0), Some(1.0)));
+        assert_eq!(queue.get().await, Some("a"));
+        assert_eq!(queue.get().await, Some("b"));
+        assert_eq!((depth("normal"), depth("low")), (Some(0.0), Some(0.0)));
     }
 
     #[test]
@@ -332,8 +376,8 @@ mod tests {
         one.add(1);
         two.add(1);
         two.add(2);
-        assert_eq!(value(&registry, "workqueue_depth{name=\"one\"}"), Some(1.0));
-        assert_eq!(value(&registry, "workqueue_depth{name=\"two\"}"), Some(2.0));
+        assert_eq!(value(&registry, "workqueue_depth{name=\"one\",priority=\"normal\"}"), Some(1.0));
+        assert_eq!(value(&registry, "workqueue_depth{name=\"two\",priority=\"normal\"}"), Some(2.0));
         assert!(value(&registry, "workqueue_unfinished_work_seconds{name=\"two\"}").is_some());
     }
 }

@@ -7,7 +7,12 @@
 //!
 //! # What the queue guarantees
 //!
-//! - **Fair**: keys are handed out in the order they were first added (FIFO).
+//! - **Fair**: keys are handed out in the order they were first added (FIFO), within a
+//!   priority: [`add_with_priority`](RateLimitingQueue::add_with_priority) at
+//!   [`Priority::Low`] puts a key behind every normal one, but for one key in [`LOW_SHARE`] while
+//!   both wait, so low keys are never starved (see [`Priority`]). `add`, `add_after` and
+//!   `add_rate_limited` are normal. Without priorities ([`Config::prioritized`]) there is one
+//!   FIFO, client-go's.
 //! - **Stingy**: a key added several times before a worker gets it is queued once (the *dirty*
 //!   set). `add` on a key that is waiting is a no-op.
 //! - **One worker per key**: a key is never handed to two [`get`](RateLimitingQueue::get)ers at
@@ -56,13 +61,15 @@
 //! ## Memory usage
 //!
 //! One entry per key that is queued, waiting or processing; each key is stored twice (map and
-//! queue), so prefer keys that are cheap to clone (`Arc<str>`, or a struct of them).
+//! FIFO), so prefer keys that are cheap to clone (`Arc<str>`, or a struct of them). A key moved
+//! from the low FIFO to the normal one leaves a stale copy behind until the low FIFO reaches it
+//! or empties.
 //! `add_after` that moves a key's deadline earlier leaves the old timer entry behind until its
 //! deadline passes. Like client-go's Go maps, the internal tables keep their largest size.
 //!
 //! ## Cost
 //!
-//! One mutex around the FIFO and the key map; `add`, `get` and `done` each take it once and
+//! One mutex around the two FIFOs and the key map; `add`, `get` and `done` each take it once and
 //! hash the key once (with a seeded folded-multiply hasher: std's SipHash was a fifth of the
 //! time); past cloning the key once per `add`, they allocate nothing once the tables have grown
 //! (so a `String` key costs an allocation per add, an `Arc<str>` key does not). That clone is
@@ -97,6 +104,7 @@ mod delaying;
 mod error;
 mod hash;
 mod metrics;
+mod priority;
 #[cfg(test)]
 mod properties;
 mod queue;
@@ -105,6 +113,7 @@ mod rate_limiting;
 
 pub use error::Error;
 pub use metrics::Metrics;
+pub use priority::{LOW_SHARE, Priority};
 pub use queue::Key;
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter, TokioClock,

@@ -12,11 +12,13 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::RateLimitingQueue;
+use super::{Priority, RateLimitingQueue};
 
 #[derive(Debug, Clone)]
 enum Op {
     Add(u8),
+    /// An add at low priority: the same guarantees hold across priorities.
+    AddLow(u8),
     /// A delayed add of a few milliseconds, as noise: it may fire after the last `Add`.
     AddAfter(u8, u8),
     /// Let the workers run.
@@ -25,7 +27,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..8u8).prop_map(Op::Add),
+        3 => (0..8u8).prop_map(Op::Add),
+        2 => (0..8u8).prop_map(Op::AddLow),
         1 => (0..8u8, 0..3u8).prop_map(|(key, ms)| Op::AddAfter(key, ms)),
         2 => Just(Op::Yield),
     ]
@@ -74,6 +77,10 @@ async fn produce(queue: &RateLimitingQueue<u8>, record: &Record, ops: &[Op]) {
             Op::Add(key) => {
                 record.last_add.lock().unwrap().insert(key, record.tick());
                 queue.add(key);
+            }
+            Op::AddLow(key) => {
+                record.last_add.lock().unwrap().insert(key, record.tick());
+                queue.add_with_priority(key, Priority::Low);
             }
             Op::AddAfter(key, ms) => queue.add_after(key, Duration::from_millis(ms.into())),
             Op::Yield => tokio::task::yield_now().await,

@@ -1,10 +1,13 @@
-//! The plain work queue, client-go's `queue.go`: fair, stingy, one worker per key.
+//! The plain work queue, client-go's `queue.go`: fair, stingy, one worker per key; plus two
+//! priorities (see [`super::priority`]).
 //!
-//! Everything lives under one mutex: the FIFO of keys ready for a worker and one map entry per
-//! key that is dirty (waiting to be processed) or processing. An entry exists exactly while its
-//! key is dirty or processing, so one hash lookup answers both questions, and a key re-added while
-//! processing is queued again by `done`. Getters wait on a [`Notify`]; the lock is never held
-//! across an `.await`.
+//! Everything lives under one mutex: one FIFO per priority of keys ready for a worker and one
+//! map entry per key that is dirty (waiting to be processed) or processing. An entry exists
+//! exactly while its key is dirty or processing, so one hash lookup answers both questions, and
+//! a key re-added while processing is queued again by `done`. A key moved to the normal FIFO
+//! leaves a stale copy in the low one: each FIFO entry carries a ticket, and only the entry
+//! whose ticket the key's map entry holds is live. Getters wait on a [`Notify`]; the lock is
+//! never held across an `.await`.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::{Entry, HashMap};
@@ -20,6 +23,7 @@ use tokio::time::Instant;
 
 use super::hash::RandomSeed;
 use super::metrics::{QueueMetrics, UnfinishedWork};
+use super::priority::{Priority, next_lane};
 
 /// What a work queue key must be: cheap to clone (it is stored twice), hashable, and shareable
 /// between worker tasks. Implemented for every type that qualifies.
@@ -34,16 +38,65 @@ struct ItemState {
     dirty: bool,
     /// A worker holds it.
     processing: bool,
+    /// While dirty: the highest priority it was added with since it last became dirty.
+    priority: Priority,
+    /// While queued: the ticket of its live FIFO entry.
+    ticket: u64,
     /// When it became dirty; kept only with metrics (queue duration).
     queued_at: Option<Instant>,
     /// When a worker got it; kept only with metrics (work duration, unfinished work).
     started_at: Option<Instant>,
 }
 
+/// One FIFO per priority, and how many of each one's entries are live.
+#[derive(Debug)]
+struct Lanes<K> {
+    normal: VecDeque<(u64, K)>,
+    low: VecDeque<(u64, K)>,
+    live_normal: usize,
+    live_low: usize,
+    /// Normal keys handed out in a row while low keys waited.
+    normal_streak: u32,
+    next_ticket: u64,
+}
+
+impl<K> Lanes<K> {
+    fn lane(&mut self, priority: Priority) -> (&mut VecDeque<(u64, K)>, &mut usize) {
+        match priority {
+            Priority::Normal => (&mut self.normal, &mut self.live_normal),
+            Priority::Low => (&mut self.low, &mut self.live_low),
+        }
+    }
+
+    /// Queues `key` at `priority`; returns its ticket.
+    fn push(&mut self, key: K, priority: Priority) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let (fifo, live) = self.lane(priority);
+        fifo.push_back((ticket, key));
+        *live += 1;
+        ticket
+    }
+
+    /// One live entry of `priority`'s FIFO went stale (its key moved or was taken).
+    fn forget_one(&mut self, priority: Priority) {
+        let (fifo, live) = self.lane(priority);
+        *live -= 1;
+        if *live == 0 {
+            // Whatever is left is stale: free it now rather than when the FIFO is next used.
+            fifo.clear();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.live_normal + self.live_low
+    }
+}
+
 #[derive(Debug)]
 struct State<K> {
-    /// Keys ready for a worker, in order; each is dirty and not processing.
-    queue: VecDeque<K>,
+    /// Keys ready for a worker; each live entry's key is dirty and not processing.
+    lanes: Lanes<K>,
     items: HashMap<K, ItemState, RandomSeed>,
     /// How many entries of `items` are processing.
     processing: usize,
@@ -53,31 +106,66 @@ struct State<K> {
 }
 
 impl<K: Key> State<K> {
-    /// Marks `key` dirty; `copy` is a clone of it, for the FIFO, made by the caller before it
-    /// took the lock. Returns whether the key was pushed onto the queue (so a getter must be
-    /// woken), and `copy` back when it was not needed, for the caller to drop after unlocking.
-    fn mark_dirty(&mut self, key: K, copy: K, metrics: Option<&QueueMetrics>) -> (bool, Option<K>) {
+    /// Marks `key` dirty at `priority`; `copy` is a clone of it, for the FIFO, made by the
+    /// caller before it took the lock. Returns whether a key was pushed onto a FIFO (so a getter
+    /// must be woken), and `copy` back when it was not needed, for the caller to drop after
+    /// unlocking.
+    fn mark_dirty(&mut self, key: K, copy: K, priority: Priority, metrics: Option<&QueueMetrics>) -> (bool, Option<K>) {
         match self.items.entry(key) {
             Entry::Occupied(mut entry) => {
-                // An entry that is not dirty is processing: `done` will queue it again.
                 let item = entry.get_mut();
                 if !item.dirty {
+                    // Not dirty, so processing: `done` will queue it again.
                     item.dirty = true;
+                    item.priority = priority;
                     if let Some(metrics) = metrics {
-                        metrics.added();
+                        metrics.added(priority);
                         item.queued_at = Some(Instant::now());
                     }
+                    return (false, Some(copy));
                 }
-                (false, Some(copy))
+                if priority <= item.priority {
+                    return (false, Some(copy));
+                }
+                let was = std::mem::replace(&mut item.priority, priority);
+                if let Some(metrics) = metrics {
+                    metrics.moved(was, priority);
+                }
+                if item.processing {
+                    return (false, Some(copy));
+                }
+                // Waiting in the lower FIFO: move it up, leaving the old entry stale.
+                item.ticket = self.lanes.push(copy, priority);
+                self.lanes.forget_one(was);
+                (true, None)
             }
             Entry::Vacant(entry) => {
-                self.queue.push_back(copy);
+                let ticket = self.lanes.push(copy, priority);
                 let queued_at = metrics.map(|metrics| {
-                    metrics.added();
+                    metrics.added(priority);
                     Instant::now()
                 });
-                entry.insert(ItemState { dirty: true, queued_at, ..ItemState::default() });
+                entry.insert(ItemState { dirty: true, priority, ticket, queued_at, ..ItemState::default() });
                 (true, None)
+            }
+        }
+    }
+
+    /// Takes the next live key off the FIFO the share rule picks, dropping stale entries.
+    fn pop(&mut self) -> Option<(K, Priority)> {
+        let lanes = &mut self.lanes;
+        let priority = next_lane(lanes.live_normal, lanes.live_low, lanes.normal_streak)?;
+        lanes.normal_streak = match priority {
+            Priority::Low => 0,
+            Priority::Normal if lanes.live_low > 0 => lanes.normal_streak + 1,
+            Priority::Normal => 0,
+        };
+        loop {
+            let (ticket, key) = self.lanes.lane(priority).0.pop_front().expect("a FIFO with live entries is not empty");
+            let live = self.items.get(&key).is_some_and(|item| item.ticket == ticket && item.dirty && !item.processing);
+            if live {
+                self.lanes.forget_one(priority);
+                return Some((key, priority));
             }
         }
     }
@@ -94,13 +182,22 @@ pub(crate) struct Queue<K> {
     /// Wakes `shut_down_with_drain` when the last processing key is done.
     idle: Notify,
     metrics: Option<QueueMetrics>,
+    /// Whether priorities are honoured; without, every key is normal (one FIFO, client-go's).
+    prioritized: bool,
 }
 
 impl<K: Key> Queue<K> {
-    pub(crate) fn new(metrics: Option<QueueMetrics>) -> Self {
+    pub(crate) fn new(metrics: Option<QueueMetrics>, prioritized: bool) -> Self {
         Queue {
             state: Mutex::new(State {
-                queue: VecDeque::new(),
+                lanes: Lanes {
+                    normal: VecDeque::new(),
+                    low: VecDeque::new(),
+                    live_normal: 0,
+                    live_low: 0,
+                    normal_streak: 0,
+                    next_ticket: 0,
+                },
                 items: HashMap::default(),
                 processing: 0,
                 shutting_down: false,
@@ -110,6 +207,7 @@ impl<K: Key> Queue<K> {
             ready: Notify::new(),
             idle: Notify::new(),
             metrics,
+            prioritized,
         }
     }
 
@@ -123,21 +221,34 @@ impl<K: Key> Queue<K> {
         self.metrics.as_ref()
     }
 
+    fn effective(&self, priority: Priority) -> Priority {
+        if self.prioritized { priority } else { Priority::Normal }
+    }
+
     pub(crate) fn add(&self, key: K) {
+        self.add_with_priority(key, Priority::Normal);
+    }
+
+    pub(crate) fn add_with_priority(&self, key: K, priority: Priority) {
+        let priority = self.effective(priority);
         // The queue keeps two copies of a waiting key (FIFO and map). Cloning before taking the
         // lock keeps the allocator (a `String` key allocates) out of the critical section that
         // every worker's `get` and `done` wait on; an unneeded copy is dropped after unlocking.
         let copy = key.clone();
         let (queued, _unneeded) = {
             let mut state = self.lock();
-            if state.shutting_down { (false, Some(copy)) } else { state.mark_dirty(key, copy, self.metrics.as_ref()) }
+            if state.shutting_down {
+                (false, Some(copy))
+            } else {
+                state.mark_dirty(key, copy, priority, self.metrics.as_ref())
+            }
         };
         if queued {
             self.ready.notify_one();
         }
     }
 
-    /// Adds several keys under one lock (the delaying timer firing).
+    /// Adds several keys at normal priority under one lock (the delaying timer firing).
     pub(crate) fn add_all(&self, keys: impl IntoIterator<Item = K>) {
         let keys: Vec<(K, K)> = keys.into_iter().map(|key| (key.clone(), key)).collect();
         let (queued, _unneeded) = {
@@ -148,7 +259,7 @@ impl<K: Key> Queue<K> {
             let mut queued = 0;
             let mut unneeded = Vec::new();
             for (copy, key) in keys {
-                let (pushed, copy) = state.mark_dirty(key, copy, self.metrics.as_ref());
+                let (pushed, copy) = state.mark_dirty(key, copy, Priority::Normal, self.metrics.as_ref());
                 queued += usize::from(pushed);
                 unneeded.extend(copy);
             }
@@ -160,7 +271,7 @@ impl<K: Key> Queue<K> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.lock().queue.len()
+        self.lock().lanes.len()
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -171,18 +282,16 @@ impl<K: Key> Queue<K> {
     fn try_get(&self) -> Poll<Option<K>> {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let Some(key) = state.queue.pop_front() else {
+        let Some((key, priority)) = state.pop() else {
             return if state.shutting_down { Poll::Ready(None) } else { Poll::Pending };
         };
-        // Invariant: a queued key has an entry, dirty and not processing.
-        let item = state.items.get_mut(&key).expect("a queued key has an entry");
-        debug_assert!(item.dirty && !item.processing, "queued key {key:?} is {item:?}");
+        let item = state.items.get_mut(&key).expect("a live queued key has an entry");
         item.dirty = false;
         item.processing = true;
         state.processing += 1;
         if let Some(metrics) = &self.metrics {
             let now = Instant::now();
-            metrics.got(item.queued_at.take().map(|at| now - at));
+            metrics.got(priority, item.queued_at.take().map(|at| now - at));
             item.started_at = Some(now);
         }
         Poll::Ready(Some(key))
@@ -224,7 +333,7 @@ impl<K: Key> Queue<K> {
             }
             let queued = item.dirty;
             let removed = if queued {
-                state.queue.push_back(key.clone());
+                item.ticket = state.lanes.push(key.clone(), item.priority);
                 state.items.insert(key, item);
                 None
             } else {
@@ -298,7 +407,7 @@ mod tests {
     use super::*;
 
     fn queue() -> Queue<&'static str> {
-        Queue::new(None)
+        Queue::new(None, true)
     }
 
     /// `get` when the test knows a key is ready: no waiting.
@@ -473,6 +582,105 @@ mod tests {
         tokio::task::yield_now().await;
         queue.shut_down();
         tokio::time::timeout(Duration::from_secs(1), drain).await.expect("shut_down ends the drain").unwrap();
+    }
+
+    /// Keys handed out until the queue is empty, each done at once.
+    fn drain(queue: &Queue<&'static str>) -> Vec<&'static str> {
+        let mut order = Vec::new();
+        while let Poll::Ready(Some(key)) = queue.try_get() {
+            queue.done(&key);
+            order.push(key);
+        }
+        order
+    }
+
+    #[test]
+    fn normal_keys_are_handed_out_before_low_ones_added_earlier() {
+        let queue = queue();
+        queue.add_with_priority("low-1", Priority::Low);
+        queue.add_with_priority("low-2", Priority::Low);
+        queue.add("new");
+        assert_eq!(queue.len(), 3);
+        assert_eq!(drain(&queue), ["new", "low-1", "low-2"]);
+    }
+
+    #[test]
+    fn low_keys_get_one_turn_in_five_while_normal_keys_keep_coming() {
+        // Regression for controller-runtime #3496: a steady stream of normal work must not
+        // starve what the initial list queued.
+        let queue = queue();
+        queue.add_with_priority("low-1", Priority::Low);
+        queue.add_with_priority("low-2", Priority::Low);
+        let normal: Vec<&'static str> = vec!["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"];
+        for key in &normal {
+            queue.add(key);
+        }
+        let order = drain(&queue);
+        assert_eq!(order, ["n0", "n1", "n2", "n3", "low-1", "n4", "n5", "n6", "n7", "low-2", "n8", "n9"]);
+    }
+
+    #[test]
+    fn a_waiting_low_key_added_at_normal_moves_up_once() {
+        let queue = queue();
+        queue.add_with_priority("a", Priority::Low);
+        queue.add_with_priority("b", Priority::Low);
+        queue.add("c");
+        queue.add("b");
+        assert_eq!(queue.len(), 3, "moved, not duplicated");
+        assert_eq!(drain(&queue), ["c", "b", "a"]);
+        assert!(queue.lock().lanes.low.is_empty() && queue.lock().lanes.normal.is_empty(), "no stale entry is left");
+    }
+
+    #[test]
+    fn a_waiting_normal_key_added_at_low_stays_normal() {
+        let queue = queue();
+        queue.add_with_priority("a", Priority::Low);
+        queue.add("b");
+        queue.add_with_priority("b", Priority::Low);
+        assert_eq!(queue.len(), 2);
+        assert_eq!(drain(&queue), ["b", "a"]);
+    }
+
+    #[test]
+    fn a_key_re_added_while_processing_is_queued_again_at_the_highest_priority_it_got() {
+        let queue = queue();
+        queue.add("a");
+        assert_eq!(get_now(&queue), Some("a"));
+        queue.add_with_priority("b", Priority::Low);
+        queue.add_with_priority("a", Priority::Low);
+        queue.add("a");
+        queue.done(&"a");
+        assert_eq!(drain(&queue), ["a", "b"]);
+
+        queue.add("a");
+        assert_eq!(get_now(&queue), Some("a"));
+        queue.add_with_priority("b", Priority::Low);
+        queue.add_with_priority("a", Priority::Low);
+        queue.done(&"a");
+        assert_eq!(drain(&queue), ["b", "a"], "low and re-added low: behind b, which came first");
+    }
+
+    #[test]
+    fn without_priorities_every_key_is_normal_and_one_fifo_keeps_the_order() {
+        let queue = Queue::new(None, false);
+        queue.add_with_priority("low", Priority::Low);
+        queue.add("normal");
+        assert_eq!(drain(&queue), ["low", "normal"]);
+    }
+
+    #[test]
+    fn a_processing_key_is_never_handed_out_through_a_stale_entry() {
+        let queue = queue();
+        queue.add_with_priority("a", Priority::Low);
+        queue.add_with_priority("z", Priority::Low);
+        queue.add("a");
+        assert_eq!(get_now(&queue), Some("a"));
+        // "a"'s stale low entry comes first in the low FIFO; "a" is processing.
+        assert_eq!(get_now(&queue), Some("z"));
+        assert_eq!(queue.try_get(), Poll::Pending);
+        queue.done(&"a");
+        queue.done(&"z");
+        assert_eq!(queue.len(), 0);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::delaying::DelayingQueue;
 use super::metrics::{Metrics, UnfinishedWork};
+use super::priority::Priority;
 use super::queue::Key;
 use super::rate_limiter::{RateLimiter, default_controller_rate_limiter};
 
@@ -32,11 +33,19 @@ pub struct Config<K> {
     pub rate_limiter: Arc<dyn RateLimiter<K>>,
     /// Where to report metrics, if anywhere (and if the queue has a name).
     pub metrics: Option<Metrics>,
+    /// Whether [`add_with_priority`](RateLimitingQueue::add_with_priority) is honoured
+    /// (default). Without, every key is normal: one FIFO, as client-go's queue.
+    pub prioritized: bool,
 }
 
 impl<K: Key> Default for Config<K> {
     fn default() -> Self {
-        Config { name: None, rate_limiter: Arc::new(default_controller_rate_limiter()), metrics: None }
+        Config {
+            name: None,
+            rate_limiter: Arc::new(default_controller_rate_limiter()),
+            metrics: None,
+            prioritized: true,
+        }
     }
 }
 
@@ -58,6 +67,12 @@ impl<K> Config<K> {
         self.metrics = Some(metrics);
         self
     }
+
+    /// Honours priorities (`true`, the default) or treats every key as normal (`false`).
+    pub fn prioritized(mut self, prioritized: bool) -> Self {
+        self.prioritized = prioritized;
+        self
+    }
 }
 
 impl<K> fmt::Debug for Config<K> {
@@ -65,6 +80,7 @@ impl<K> fmt::Debug for Config<K> {
         f.debug_struct("Config")
             .field("name", &self.name)
             .field("metrics", &self.metrics.is_some())
+            .field("prioritized", &self.prioritized)
             .finish_non_exhaustive()
     }
 }
@@ -103,7 +119,8 @@ impl<K: Key> RateLimitingQueue<K> {
     pub fn with_config(config: Config<K>) -> Self {
         let name = config.name.unwrap_or_default();
         let metrics = config.metrics.filter(|_| !name.is_empty());
-        let queue = Arc::new(DelayingQueue::new(metrics.as_ref().map(|metrics| metrics.queue(&name))));
+        let queue =
+            Arc::new(DelayingQueue::new(metrics.as_ref().map(|metrics| metrics.queue(&name)), config.prioritized));
         if let Some(metrics) = &metrics {
             let weak = Arc::downgrade(&queue);
             metrics.track(&name, weak as std::sync::Weak<dyn UnfinishedWork>);
@@ -115,6 +132,13 @@ impl<K: Key> RateLimitingQueue<K> {
     /// worker has it, it is queued again when that worker calls [`done`](Self::done).
     pub fn add(&self, key: K) {
         self.queue.queue().add(key);
+    }
+
+    /// [`add`](Self::add) at `priority`: a [`Priority::Low`] key waits while normal keys do,
+    /// except for its share (see [`Priority`]). A waiting key keeps the highest priority it was
+    /// added with. Without priorities ([`Config::prioritized`]) the same as `add`.
+    pub fn add_with_priority(&self, key: K, priority: Priority) {
+        self.queue.queue().add_with_priority(key, priority);
     }
 
     /// Waits for the next key to process; `None` once the queue is shut down and empty.

@@ -590,6 +590,10 @@ async fn metrics_and_probes_report_what_the_operator_does() {
     let success = r#"controller_runtime_reconcile_total{controller="database",result="success"}"#;
     assert!(sample(&after, success).unwrap_or(0.0) >= 1.0, "{after}");
     assert!(sample(&after, r#"workqueue_adds_total{name="database"}"#).unwrap() >= 1.0);
+    for priority in ["normal", "low"] {
+        let depth = format!(r#"workqueue_depth{{name="database",priority="{priority}"}}"#);
+        assert!(sample(&after, &depth).is_some(), "{depth} missing: {after}");
+    }
     assert!(after.contains("workqueue_queue_duration_seconds_bucket{"), "{after}");
     assert!(after.contains("controller_runtime_reconcile_time_seconds_count{controller=\"database\"}"));
     assert!(after.contains("informer_watches_total{"), "{after}");

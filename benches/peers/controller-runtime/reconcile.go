@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"time"
 
@@ -196,6 +197,17 @@ func labels(name string) map[string]string {
 	}
 }
 
+// deploymentLabels is labels plus, for the rollout benchmark only (hack/bench/rollout.sh), the
+// label bench.example.com/rollout set to DATABASE_OPERATOR_BENCH_ROLLOUT, as database-operator
+// does: a start with a new value changes every Deployment's pod template at once.
+func deploymentLabels(name string) map[string]string {
+	l := labels(name)
+	if marker := os.Getenv("DATABASE_OPERATOR_BENCH_ROLLOUT"); marker != "" {
+		l["bench.example.com/rollout"] = marker
+	}
+	return l
+}
+
 func ownerReference(db *Database) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
 		WithAPIVersion(GroupVersion.String()).WithKind("Database").
@@ -215,13 +227,13 @@ func desiredDeployment(db *Database) *appsv1ac.DeploymentApplyConfiguration {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
 	}
 	return appsv1ac.Deployment(db.Name, db.Namespace).
-		WithLabels(labels(db.Name)).
+		WithLabels(deploymentLabels(db.Name)).
 		WithOwnerReferences(ownerReference(db)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(1).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{"app": db.Name})).
 			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(labels(db.Name)).
+				WithLabels(deploymentLabels(db.Name)).
 				WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().
 					WithName("database").
 					WithImage(db.Spec.Image).
