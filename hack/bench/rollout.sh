@@ -102,7 +102,9 @@ for impl in $IMPLS; do
   plane_up
   "$probe" seed --kind database --n "$N" --namespaces "$namespaces"
   log "[$impl] converging the fleet: ${command[*]}"
-  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --log "$OUT/logs/$impl-converge.log" -- "${command[@]}"); then
+  # Until idle: the status updates that follow convergence (Ready) are written before the stop.
+  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --log "$OUT/logs/$impl-converge.log" \
+      --idle-secs 10 -- "${command[@]}"); then
     failed+=("$impl"); log "[$impl] FAILED to converge (log: $OUT/logs/$impl-converge.log)"; continue
   fi
   log "[$impl] converged: $line"
