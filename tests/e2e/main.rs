@@ -9,6 +9,7 @@ mod engines;
 mod leader;
 mod operator;
 mod plane;
+mod priority;
 mod rbac;
 mod shutdown;
 mod throttling;
