@@ -36,7 +36,10 @@ BURST=${BURST:-1000}
 IMPLS=${IMPLS-priority fifo controller-runtime}
 export PLANE=${PLANE:-bench}
 export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
-export KWOK_NODE_PODS=${KWOK_NODE_PODS:-110}
+# Room for every pod (the control plane's default, 10,000 per kwok node): a Database is settled
+# only once Ready, and pods left Pending would keep most of the fleet unsettled, Degraded after
+# the Deployments' progress deadline, and never quiet.
+export KWOK_NODE_PODS=${KWOK_NODE_PODS:-10000}
 OUT=${OUT:-target/bench/rollout}
 
 start=$(date +%s)

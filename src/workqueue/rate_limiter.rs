@@ -15,7 +15,10 @@
 //! behaviour by running governor's GCRA over a state store that, on rejection, still advances the
 //! theoretical arrival time by one interval: the rejected call has booked the next free slot.
 //! The two are the same arithmetic (a token bucket of `b` tokens refilled every `T` is a GCRA with
-//! tolerance `(b - 1) * T`); a test pins the sequence with governor's `FakeRelativeClock`.
+//! tolerance `(b - 1) * T`); a test pins the sequence with governor's `FakeRelativeClock`, and
+//! another pins the calling convention the booking relies on (one `measure_and_replace` per
+//! `check`, with the stored time; nothing stored for a rejected cell), so a governor release
+//! that changed it fails the tests instead of changing the delays.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -350,6 +353,48 @@ mod tests {
         let clock = FakeRelativeClock::default();
         let quota = Quota::per_second(NonZeroU32::new(qps).unwrap()).allow_burst(NonZeroU32::new(burst).unwrap());
         (BucketRateLimiter::with_clock(quota, clock.clone()), clock)
+    }
+
+    /// The booking relies on how governor calls a state store: `check` calls
+    /// `measure_and_replace` exactly once, with the stored theoretical arrival time (none for
+    /// the first cell), and stores only what an accepted cell returns. A governor that called
+    /// it twice, or retried a rejection, would book twice; this pins the convention.
+    #[test]
+    fn governor_calls_the_state_store_once_per_check_with_the_stored_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        #[derive(Debug, Default)]
+        struct Recording {
+            calls: AtomicUsize,
+            seen: Mutex<Vec<Option<Nanos>>>,
+            tat: Mutex<Option<Nanos>>,
+        }
+        impl StateStore for Recording {
+            type Key = NotKeyed;
+            fn measure_and_replace<T, F, E>(&self, _key: &NotKeyed, f: F) -> Result<T, E>
+            where
+                F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
+            {
+                self.calls.fetch_add(1, Ordering::SeqCst);
+                let mut tat = self.tat.lock().unwrap();
+                self.seen.lock().unwrap().push(*tat);
+                let (outcome, next) = f(*tat)?;
+                *tat = Some(next);
+                Ok(outcome)
+            }
+        }
+
+        let quota = Quota::per_second(NonZeroU32::new(10).unwrap()).allow_burst(NonZeroU32::new(2).unwrap());
+        let limiter: governor::RateLimiter<NotKeyed, Recording, FakeRelativeClock, NoOpMiddleware<Nanos>> =
+            governor::RateLimiter::new(quota, Recording::default(), FakeRelativeClock::default());
+        let results: Vec<bool> = (0..4).map(|_| limiter.check().is_ok()).collect();
+        assert_eq!(results, [true, true, false, false], "a burst of 2, then rejections");
+        let store = limiter.into_state_store();
+        assert_eq!(store.calls.load(Ordering::SeqCst), 4, "one call per check");
+        let seen = store.seen.lock().unwrap().clone();
+        assert_eq!(seen[0], None, "the first cell finds no stored time");
+        assert!(seen[1].is_some() && seen[1] != seen[2], "an accepted cell stored its time");
+        assert_eq!(seen[2], seen[3], "a rejected cell stored nothing");
     }
 
     #[test]
