@@ -667,7 +667,11 @@ async fn run(
         }
     };
     let busy = match (&outcome, idle) {
-        (Ok(_), Some(idle)) => Some(wait_until_idle(pid, idle, deadline).await?.duration_since(started)),
+        (Ok(_), Some(idle)) => tokio::select! {
+            moved = wait_until_idle(pid, idle, deadline) => Some(moved?.duration_since(started)),
+            _ = terminate.recv() => bail!("terminated while waiting for the command to go idle"),
+            _ = tokio::signal::ctrl_c() => bail!("interrupted while waiting for the command to go idle"),
+        },
         _ => None,
     };
     let measured = usage(pid, ticks_per_second);
