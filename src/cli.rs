@@ -76,8 +76,9 @@ pub struct RunArgs {
 
     /// Threads of the async runtime. 1 (the default) runs everything on one thread: the
     /// operator waits on the network almost all the time, and one thread saves the wake-ups
-    /// between threads (about 10 % of its CPU in the end-to-end benchmark). Raise it when
-    /// decoding a very large cluster's lists and watches outgrows one core.
+    /// between threads (docs/benchmarks-e2e.md, "Round 5: one runtime thread", measures what
+    /// they cost). Raise it when decoding a very large cluster's lists and watches outgrows one
+    /// core.
     #[arg(long, env = "RUNTIME_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..), global = true)]
     pub runtime_threads: u16,
 
@@ -119,7 +120,8 @@ pub struct RunArgs {
     #[arg(long, env = "METRICS_CERT_KEY", default_value = "tls.key", global = true)]
     pub metrics_cert_key: String,
 
-    /// The address the health probe endpoints (/healthz, /readyz) bind to ("0" disables them).
+    /// The address the health probe endpoints (/healthz, /livez, /readyz) bind to ("0" disables
+    /// them).
     #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", global = true)]
     pub health_probe_bind_address: String,
 

@@ -7,7 +7,7 @@
 #
 # usage: hack/bench/workers.sh
 #
-#   N=500                 Databases per run
+#   N=300                 Databases per run
 #   RTTS="0 5 20 50"      round trips added, in milliseconds
 #   WORKER_COUNTS="1 2 4 8 16 32"
 #   IMPLS="database-operator kube-runtime"
@@ -21,7 +21,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
-N=${N:-500}
+N=${N:-300}
 RTTS=${RTTS:-0 5 20 50}
 WORKER_COUNTS=${WORKER_COUNTS:-1 2 4 8 16 32}
 IMPLS=${IMPLS:-database-operator kube-runtime}

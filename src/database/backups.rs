@@ -48,7 +48,9 @@ pub struct BackupSchedule {
     /// How many finished scheduled backups to keep; the oldest beyond it are deleted.
     /// Default 7.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000))]
+    // schemars names u32 `uint32`, a format Kubernetes does not know (`kubectl explain` warns
+    // about it); within 1..=1000 it is an int32.
+    #[schemars(range(min = 1, max = 1000), extend("format" = "int32"))]
     pub keep: Option<u32>,
 }
 

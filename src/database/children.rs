@@ -2,11 +2,12 @@
 //! database container and a Service in front of it (and, with an engine, the claim of
 //! [`super::volume`] and the Secret of [`super::credentials`]).
 //!
-//! These are the seed's `deploymentForDatabase`, plus what it left out: labels that say who
-//! manages the objects, resources from the size, a Service, and a controller ownerReference
-//! so that deleting the Database garbage-collects them.
+//! These are the `deploymentForDatabase` of the Go sample this project grew from (docs/design.md
+//! names its article), plus what it left out: labels that say who manages the objects,
+//! resources from the size, a Service, and a controller ownerReference so that deleting the
+//! Database garbage-collects them.
 //!
-//! A generic Database (no engine) gets exactly the seed's contract: container `database`
+//! A generic Database (no engine) gets exactly the Go sample's contract: container `database`
 //! running the image as given, port 8080 `http`. A Database with an engine gets what the
 //! engine's official image needs ([`super::engine`]): its port named after it, its data
 //! directory on the claim, its credentials from the Secret, probes with its own tools, the
@@ -160,7 +161,7 @@ fn deployment_labels(db: &Database) -> BTreeMap<String, String> {
     labels
 }
 
-/// The seed's Deployment: the image as given, port 8080 `http`, resources from the size.
+/// The Go sample's Deployment: the image as given, port 8080 `http`, resources from the size.
 fn generic_deployment(db: &Database, image: &str) -> Deployment {
     let size = db.spec.size.resources();
     let quantities = |cpu: &str, memory: &str| {

@@ -1,8 +1,9 @@
-//! The Database reconcile: the seed's `syncHandler`, done so that it converges.
+//! The Database reconcile: the Go sample's `syncHandler` (docs/design.md), done so that it
+//! converges.
 //!
 //! For a key it reads the Database, its Deployment and its Service from the informers'
 //! caches (never a GET per reconcile), builds the children it wants ([`super::children`]),
-//! and writes with server-side apply only what differs ([`super::drift`]). The seed calls
+//! and writes with server-side apply only what differs ([`super::drift`]). The Go sample calls
 //! Create on every sync and fails with AlreadyExists on every resync; here an unchanged
 //! world costs no request at all.
 //!

@@ -2,9 +2,10 @@
 //! operator sets or reads, decoded straight from the apiserver's JSON.
 //!
 //! The informers watch every Deployment and Service in scope that carries the operator's
-//! label, and a Deployment changes a few times while it rolls out. Decoded as k8s-openapi's `Deployment`, each cached one costs about
-//! 9.7 KB of heap (its 2.4 KB struct of inline `Option`s, six `BTreeMap`s of 544 bytes, some
-//! sixty strings: see docs/benchmarks.md) and every watch event allocates all of that again.
+//! label, and a Deployment changes a few times while it rolls out. Decoded as k8s-openapi's
+//! `Deployment`, each cached one costs several times its JSON in heap (a large struct of inline
+//! `Option`s, six `BTreeMap`s, dozens of strings: docs/benchmarks.md, "Memory per cached
+//! object", has the figures) and every watch event allocates all of that again.
 //! A view keeps what [`super::drift`] compares (everything [`super::children`] sets), what
 //! [`super::status`] reads (replica counts, conditions) and the metadata; serde skips the rest
 //! of the JSON without allocating it, including the metadata's annotations and managedFields.

@@ -14,9 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_client::Client;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -27,13 +24,14 @@ use crate::informer::{self, Factory};
 use crate::ops::leader::{self, Elector};
 
 use crate::ops::{self, Health};
-use crate::workqueue;
 
 mod controllers;
 mod leadership;
+mod metrics;
 mod shutdown;
 use controllers::{Controllers, Settings};
 use leadership::{Leadership, WorkerStop};
+pub use metrics::Metrics;
 use shutdown::Shutdown;
 
 /// What can stop the operator.
@@ -96,7 +94,7 @@ pub struct Options {
     /// Serve `/metrics` over HTTPS with this certificate, to callers the apiserver
     /// authenticates and authorizes ([`ops::auth`]); `None` serves plain HTTP.
     pub metrics_secure: Option<ops::tls::Source>,
-    /// Where to serve `/healthz` and `/readyz`; `None` disables them.
+    /// Where to serve `/healthz`, `/livez` and `/readyz`; `None` disables them.
     pub health_address: Option<SocketAddr>,
     /// Run workers only while holding this Lease; `None` runs them at once.
     pub leader_election: Option<leader::Config>,
@@ -172,29 +170,15 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     if let Some(config) = &options.leader_election {
         config.validate()?;
     }
-    let mut registry = Registry::default();
-    let queue_metrics = workqueue::Metrics::register(&mut registry);
-    let informer_metrics = informer::Metrics::new(&mut registry);
-    let controller_metrics = controller::Metrics::register(&mut registry);
-    if let Some(request_metrics) = &options.request_metrics {
-        request_metrics.register(&mut registry);
-    }
-    // client-go's leader election metric name; like client-go, only with leader election (a
-    // 0 on a replica that runs its workers without a Lease would read as "not leading").
-    let is_leader = Family::<Vec<(String, String)>, Gauge>::default();
-    if options.leader_election.is_some() {
-        registry.register(
-            "leader_election_master_status",
-            "1 while this replica holds the leader Lease",
-            is_leader.clone(),
-        );
-    }
-    // Labelled with the Lease's name, as client-go labels it.
-    let lease_name = options.leader_election.as_ref().map_or_else(String::new, |c| c.lease_name.clone());
-    let is_leader = is_leader.get_or_create(&vec![("name".to_string(), lease_name)]).clone();
     let events_client = options.events_client.clone().unwrap_or_else(|| client.clone());
     let (recorder, events_task) = Recorder::new(events_client, "example.com/database-operator", &options.identity);
-    recorder.register_metrics(&mut registry);
+    let Metrics {
+        registry,
+        queue: queue_metrics,
+        informer: informer_metrics,
+        controller: controller_metrics,
+        is_leader,
+    } = Metrics::register(&options, &recorder);
     let registry = Arc::new(registry);
     let health = Health::default();
     // The endpoints and the informers stop last (step 6 of the shutdown sequence below), not at

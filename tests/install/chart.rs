@@ -14,10 +14,32 @@ use crate::{RunningOperator, SERIAL, image, run, wait_ready};
 const RELEASE: &str = "e2e-chart";
 const LEASE: &str = "database-operator.example.com";
 
-fn helm() -> String {
+pub(crate) fn helm() -> String {
     std::env::var("HELM").unwrap_or_else(|_| {
         panic!("HELM is not set: build helm with `hack/helm.sh` and set HELM to the path it prints last, or run hack/test.sh")
     })
+}
+
+/// `helm install RELEASE charts/database-operator` into `namespace`, with the image under test
+/// and the given ports (the container runs in the host's network).
+pub(crate) fn install(namespace: &str, release: &str, metrics_port: u16, health_port: u16) {
+    let image = image();
+    let (repository, tag) = image.rsplit_once(':').expect("IMAGE is repository:tag");
+    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/database-operator");
+    // --take-ownership: the CRD may already be on the plane, applied by other tests.
+    let values = [
+        format!("image.repository={repository}"),
+        format!("image.tag={tag}"),
+        format!("metrics.port={metrics_port}"),
+        format!("health.port={health_port}"),
+    ];
+    let mut args = vec!["install", release, chart, "--namespace", namespace, "--take-ownership"];
+    for value in &values {
+        args.extend(["--set", value.as_str()]);
+    }
+    let (notes, warnings) = run(&helm(), &args, None);
+    assert!(!warnings.contains("Warning"), "{warnings}");
+    assert!(notes.contains("STATUS: deployed"), "{notes}");
 }
 
 #[tokio::test]
@@ -35,24 +57,8 @@ async fn the_chart_installs_an_operator_that_converges_a_database_and_uninstalls
         .await
         .unwrap();
 
-    let image = image();
-    let (repository, tag) = image.rsplit_once(':').expect("IMAGE is repository:tag");
-    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/database-operator");
-    // Other ports than the manifests' (the container runs in the host's network), and
-    // --take-ownership: the CRD may already be on the plane, applied by other tests.
-    let values = [
-        format!("image.repository={repository}"),
-        format!("image.tag={tag}"),
-        "metrics.port=18443".to_string(),
-        "health.port=18081".to_string(),
-    ];
-    let mut args = vec!["install", RELEASE, chart, "--namespace", &namespace.name, "--take-ownership"];
-    for value in &values {
-        args.extend(["--set", value.as_str()]);
-    }
-    let (notes, warnings) = run(&helm(), &args, None);
-    assert!(!warnings.contains("Warning"), "{warnings}");
-    assert!(notes.contains("STATUS: deployed"), "{notes}");
+    // Other ports than the manifests' (the container runs in the host's network).
+    install(&namespace.name, RELEASE, 18443, 18081);
 
     let operator = RunningOperator::start(&client, &namespace.name, LEASE).await;
     let databases = TestNamespace::create(&client, "chart-db").await;

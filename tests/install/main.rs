@@ -1,7 +1,9 @@
 //! The operator installed as a user installs it, on the real control plane, with its image run
-//! as the kubelet would run its Pod ([`kubelet`]): `kubectl apply -k manifests/`
-//! ([`manifests`]) and `helm install` of charts/database-operator ([`chart`]); and the release
-//! artifacts of hack/release.sh ([`release`]).
+//! as the kubelet would run its Pod ([`kubelet`], the stand-in that hack/kubelet.sh runs too:
+//! examples/kubelet/pod.rs): `kubectl apply -k manifests/` ([`manifests`]) and `helm install` of
+//! charts/database-operator ([`chart`]), then the operator's Pod started and stopped with
+//! hack/kubelet.sh ([`kubelet_script`]); and the release artifacts of hack/release.sh
+//! ([`release`]).
 //!
 //! They need the image (`IMAGE`, built by hack/image.sh), podman, and for the chart `HELM`
 //! (hack/helm.sh); hack/test.sh provides all three. Each installs an operator that watches
@@ -13,7 +15,11 @@ mod chart;
 #[path = "../e2e/common.rs"]
 #[allow(dead_code)]
 mod common;
+// Shared with `cargo run --example kubelet`, which uses parts that the tests do not.
+#[path = "../../examples/kubelet/pod.rs"]
+#[allow(dead_code)]
 mod kubelet;
+mod kubelet_script;
 mod manifests;
 mod release;
 mod run_script;
@@ -124,7 +130,9 @@ impl RunningOperator {
     /// Lease `lease` in the Pod's namespace names the Pod.
     async fn start(client: &Client, namespace: &str, lease: &str) -> Self {
         let pod = scheduled_operator_pod(client, namespace).await;
-        let container = kubelet::RunningContainer::start(client, &pod, "manager").await;
+        let container = kubelet::RunningContainer::start(client, &pod, "manager")
+            .await
+            .unwrap_or_else(|err| panic!("running the operator's Pod with podman: {:#}", anyhow::Error::from(err)));
         let operator =
             Self { client: client.clone(), namespace: namespace.into(), pod: pod.metadata.name.unwrap(), container };
         let health = operator.address("health");
@@ -177,7 +185,7 @@ impl RunningOperator {
     /// Stops the container as the kubelet does, with the Pod's grace period: it must exit 0
     /// and release `lease`.
     async fn stop(self, lease: &str) {
-        let code = self.container.stop();
+        let code = self.container.stop().unwrap_or_else(|err| panic!("{:#}", anyhow::Error::from(err)));
         let logs = self.container.logs();
         assert_eq!(code, 0, "a stop within the grace period ({:?}) exits 0: {logs}", self.container.grace_period);
         assert!(logs.contains("released the Lease"), "{logs}");
