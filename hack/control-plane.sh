@@ -44,10 +44,6 @@ die() { log "error: $*"; exit 1; }
 pid_of() { cat "$dir/$1.pid" 2>/dev/null || true; }
 running() { local pid; pid=$(pid_of "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # wait_for DESCRIPTION SECONDS COMPONENT COMMAND...: polls COMMAND until it succeeds; fails
 # early, with the component's log tail, if the component died.
 wait_for() {
@@ -208,8 +204,8 @@ cmd_up() {
   make_certs
 
   local etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port
-  etcd_port=$(free_port) etcd_peer_port=$(free_port) api_port=$(free_port)
-  kcm_port=$(free_port) sched_port=$(free_port) kwok_port=$(free_port)
+  read -r -d '' etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port < <("$here/free-port.py" 6) || true
+  [ -n "$kwok_port" ] || die "no free ports (hack/free-port.py)"
   echo "$api_port" >"$dir/apiserver.port"
 
   launch etcd "$bin/etcd" --name "$plane" --data-dir "$dir/etcd" --unsafe-no-fsync \

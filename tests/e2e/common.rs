@@ -156,8 +156,15 @@ pub(crate) async fn http_get(address: std::net::SocketAddr, path: &str) -> Optio
     Some((status, body))
 }
 
+/// A free address on loopback for a server the test starts later, from hack/free-port.py: below
+/// the kernel's ephemeral range (a port from `bind(0)` can be taken by any outgoing connection
+/// before the server binds it) and reserved against the other pickers running at once.
 pub(crate) fn free_address() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/free-port.py");
+    let output = std::process::Command::new(script).output().expect("running hack/free-port.py");
+    assert!(output.status.success(), "hack/free-port.py: {}", String::from_utf8_lossy(&output.stderr));
+    let port: u16 = String::from_utf8_lossy(&output.stdout).trim().parse().expect("a port from hack/free-port.py");
+    std::net::SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// A GET over HTTPS, skipping certificate verification (the operator's metrics certificate is

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use database_operator::database::{Database, DatabaseSpec, Size};
 
-use crate::common::{TestNamespace, client};
+use crate::common::{TestNamespace, client, free_address};
 use crate::{RunningOperator, SERIAL, image, run, wait_ready};
 
 const RELEASE: &str = "e2e-chart";
@@ -58,7 +58,7 @@ async fn the_chart_installs_an_operator_that_converges_a_database_and_uninstalls
         .unwrap();
 
     // Other ports than the manifests' (the container runs in the host's network).
-    install(&namespace.name, RELEASE, 18443, 18081);
+    install(&namespace.name, RELEASE, free_address().port(), free_address().port());
 
     let operator = RunningOperator::start(&client, &namespace.name, LEASE).await;
     let databases = TestNamespace::create(&client, "chart-db").await;

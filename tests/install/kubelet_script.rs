@@ -8,7 +8,7 @@ use database_operator::database::{Database, DatabaseSpec, Size};
 use kube_client::api::{Api, PostParams};
 
 use crate::chart::{helm, install};
-use crate::common::{TestNamespace, client, http_get, wait_until};
+use crate::common::{TestNamespace, client, free_address, http_get, wait_until};
 use crate::{SERIAL, kubelet, run, user_command, wait_ready};
 
 const RELEASE: &str = "e2e-kubelet";
@@ -39,7 +39,8 @@ async fn the_kubelet_script_runs_the_operator_pod_of_a_helm_install_until_it_is_
     let client = client().await;
     let namespace = TestNamespace::create_restricted(&client, "kubelet").await;
     let ns = namespace.name.as_str();
-    install(ns, RELEASE, 28443, 28081);
+    let (metrics, health) = (free_address(), free_address());
+    install(ns, RELEASE, metrics.port(), health.port());
     let _cleanup = Cleanup(ns);
 
     let (name, progress) = kubelet_script(&["start", "-n", ns, "-l", SELECTOR]);
@@ -48,7 +49,6 @@ async fn the_kubelet_script_runs_the_operator_pod_of_a_helm_install_until_it_is_
     assert_eq!(again, name, "{progress}");
     assert!(progress.contains("already running"), "{progress}");
 
-    let health = ([127, 0, 0, 1], 28081).into();
     wait_until("/readyz of the started operator to answer 200", Duration::from_secs(60), || async {
         (http_get(health, "/readyz").await?.0 == 200).then_some(())
     })
