@@ -17,6 +17,13 @@
 //!   while the worker holds another).
 //! - `add_get_done_from_thread`: the producer is a plain thread instead of a task (three busy
 //!   threads on two cores).
+//! - `current_thread/workers=W/keys=N`: the operator's own configuration. Its binary runs on a
+//!   current-thread Tokio runtime (`--runtime-threads`, default 1) and queues `Arc<str>` keys
+//!   (`controller::ObjectKey`), so here the W workers, the producer task (the same producer as
+//!   above, yielding every 128 adds) and the benchmark's wait for the batch all run on one
+//!   current-thread runtime: a wake-up is a task put on the thread's own run queue, never a
+//!   thread woken. Compare it with client-go's `add_get_done` (its goroutines on every core, or
+//!   with `GOMAXPROCS=1` on one thread, like for like).
 //! - `single_thread/keys=N`: one thread adds N keys, then gets and dones them all; no waiting, no
 //!   wake-ups: the cost of the queue's data structures alone (`single_thread_arc_str`: with
 //!   `Arc<str>` keys).
@@ -31,12 +38,14 @@
 //! Keys are `namespace-I/database-J`, like the controller's `namespace/name`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use database_operator::workqueue::{Key, RateLimitingQueue};
 use futures::FutureExt;
 use tokio::runtime::{Builder, Runtime};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use support::Countdown;
@@ -55,11 +64,19 @@ fn keys<K: From<String>>(count: usize) -> Vec<K> {
     (0..count).map(|i| K::from(format!("namespace-{}/database-{i}", i % 100))).collect()
 }
 
-/// A controller's worker loop with an empty reconcile.
-async fn worker<K: Key>(queue: RateLimitingQueue<K>, countdown: Arc<Countdown>) {
+/// A controller's worker loop with an empty reconcile; `tick` once per key done.
+async fn worker<K: Key>(queue: RateLimitingQueue<K>, tick: impl Fn()) {
     while let Some(key) = queue.get().await {
         queue.done(&key);
-        countdown.tick();
+        tick();
+    }
+}
+
+/// The producer task: adds every key, letting the scheduler in every 128 adds.
+async fn produce<K: Key>(queue: RateLimitingQueue<K>, keys: Arc<[K]>) {
+    for key in keys.iter() {
+        queue.add(key.clone());
+        tokio::task::consume_budget().await;
     }
 }
 
@@ -89,7 +106,12 @@ impl<K: Key> Pool<K> {
             .expect("a Tokio runtime starts");
         let queue = RateLimitingQueue::new("bench");
         let countdown = Arc::new(Countdown::new());
-        let workers = (0..workers).map(|_| runtime.spawn(worker(queue.clone(), countdown.clone()))).collect();
+        let workers = (0..workers)
+            .map(|_| {
+                let countdown = countdown.clone();
+                runtime.spawn(worker(queue.clone(), move || countdown.tick()))
+            })
+            .collect();
         Pool { runtime, queue, countdown, workers }
     }
 
@@ -98,13 +120,7 @@ impl<K: Key> Pool<K> {
         self.countdown.start(keys.len());
         match producer {
             Producer::Task => {
-                let (queue, keys) = (self.queue.clone(), keys.clone());
-                self.runtime.spawn(async move {
-                    for key in keys.iter() {
-                        queue.add(key.clone());
-                        tokio::task::consume_budget().await;
-                    }
-                });
+                self.runtime.spawn(produce(self.queue.clone(), keys.clone()));
             }
             Producer::Thread => {
                 for key in keys.iter() {
@@ -150,6 +166,77 @@ fn add_get_done<K: Key + From<String>>(c: &mut Criterion, name: &str, producer: 
             if let Some(pool) = pool {
                 pool.stop();
             }
+        }
+    }
+    group.finish();
+}
+
+/// [`Countdown`] for a waiter that is a task on the workers' current-thread runtime: the last
+/// tick wakes it through the runtime, not by unparking a thread.
+#[derive(Debug, Default)]
+struct TaskCountdown {
+    remaining: AtomicUsize,
+    finished: Notify,
+}
+
+impl TaskCountdown {
+    fn start(&self, count: usize) {
+        self.remaining.fetch_add(count, Ordering::AcqRel);
+    }
+
+    fn tick(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finished.notify_one();
+        }
+    }
+
+    async fn wait(&self) {
+        while self.remaining.load(Ordering::Acquire) != 0 {
+            self.finished.notified().await;
+        }
+    }
+}
+
+/// `add_get_done` in the operator's configuration (`current_thread/workers=W/keys=N`): `Arc<str>`
+/// keys; workers, producer and the wait for each batch on one current-thread runtime, which
+/// runs only while the benchmark thread is inside `block_on`, as the operator's thread always is.
+fn current_thread(c: &mut Criterion) {
+    let name = "current_thread";
+    let mut group = c.benchmark_group(name);
+    for count in KEY_COUNTS {
+        let keys: Arc<[Arc<str>]> = keys::<Arc<str>>(count).into();
+        group.throughput(Throughput::Elements(count as u64));
+        for workers in WORKER_COUNTS {
+            let id = BenchmarkId::new(format!("workers={workers}"), format!("keys={count}"));
+            let runtime = Builder::new_current_thread().enable_all().build().expect("a Tokio runtime starts");
+            let queue = RateLimitingQueue::<Arc<str>>::new("bench");
+            let countdown = Arc::new(TaskCountdown::default());
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    let countdown = countdown.clone();
+                    runtime.spawn(worker(queue.clone(), move || countdown.tick()))
+                })
+                .collect();
+            group.bench_function(id, |b| {
+                support::ran(&format!("{name}/workers={workers}/keys={count}"));
+                b.iter_custom(|iters| {
+                    runtime.block_on(async {
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            countdown.start(keys.len());
+                            tokio::spawn(produce(queue.clone(), keys.clone()));
+                            countdown.wait().await;
+                        }
+                        start.elapsed()
+                    })
+                });
+            });
+            queue.shut_down();
+            runtime.block_on(async {
+                for handle in handles {
+                    handle.await.expect("a worker does not panic");
+                }
+            });
         }
     }
     group.finish();
@@ -228,6 +315,7 @@ fn main() {
     add_get_done::<String>(&mut criterion, "add_get_done", Producer::Task, &WORKER_COUNTS);
     add_get_done::<Arc<str>>(&mut criterion, "add_get_done_arc_str", Producer::Task, &WORKER_COUNTS);
     add_get_done::<String>(&mut criterion, "add_get_done_from_thread", Producer::Thread, &[1, 2, 16]);
+    current_thread(&mut criterion);
     single_thread::<String>(&mut criterion, "single_thread");
     single_thread::<Arc<str>>(&mut criterion, "single_thread_arc_str");
     rate_limited(&mut criterion);

@@ -17,12 +17,12 @@ use std::collections::hash_map::{Entry, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError, Weak};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::hash::RandomSeed;
 use super::metrics::{QueueMetrics, UnfinishedWork};
 use super::queue::{Key, Queue};
 
@@ -63,7 +63,7 @@ impl<K> Ord for Waiting<K> {
 struct WaitingSet<K> {
     heap: BinaryHeap<Waiting<K>>,
     /// Each waiting key's earliest deadline; a heap entry with another deadline is stale.
-    deadlines: HashMap<K, Instant, RandomSeed>,
+    deadlines: HashMap<K, Instant, RandomState>,
     next_seq: u64,
 }
 

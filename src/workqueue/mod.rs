@@ -70,13 +70,15 @@
 //! ## Cost
 //!
 //! One mutex around the two FIFOs and the key map; `add`, `get` and `done` each take it once and
-//! hash the key once (with a seeded folded-multiply hasher: std's SipHash was a fifth of the
-//! time); past cloning the key once per `add`, they allocate nothing once the tables have grown
-//! (so a `String` key costs an allocation per add, an `Arc<str>` key does not). That clone is
-//! made, and the copy `done` removes is dropped, outside the lock, so the allocator never runs
-//! inside the critical section every worker waits on (the price: an `add` of a key that is
-//! already waiting clones and drops it for nothing). Waking a waiting worker is a
-//! [`tokio::sync::Notify`]. Without metrics there is no clock read and no metric update.
+//! look the key up once or twice, hashed with foldhash's seeded `fast::RandomState` rather than
+//! std's slower SipHash. Past cloning the key when it is queued, they allocate nothing once the
+//! tables have grown. The key is cloned where it is pushed onto a FIFO and dropped where `done`
+//! removes it, both under the lock: with the controller's `Arc<str>` keys that is a reference
+//! count; a `String` key would put an allocation and a free inside the critical section every
+//! worker waits on. (Cloning before locking did not measurably pay with `Arc<str>` keys on the
+//! operator's current-thread runtime, so the code stays plain; docs/benchmarks.md has the
+//! figures.) Waking a waiting worker is a [`tokio::sync::Notify`]. Without metrics there is no
+//! clock read and no metric update.
 //!
 //! # Example
 //!
@@ -102,7 +104,6 @@
 
 mod delaying;
 mod error;
-mod hash;
 mod metrics;
 mod priority;
 #[cfg(test)]

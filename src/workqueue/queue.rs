@@ -18,10 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 
+use foldhash::fast::RandomState;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::hash::RandomSeed;
 use super::metrics::{QueueMetrics, UnfinishedWork};
 use super::priority::{Priority, next_lane};
 
@@ -97,7 +97,7 @@ impl<K> Lanes<K> {
 struct State<K> {
     /// Keys ready for a worker; each live entry's key is dirty and not processing.
     lanes: Lanes<K>,
-    items: HashMap<K, ItemState, RandomSeed>,
+    items: HashMap<K, ItemState, RandomState>,
     /// How many entries of `items` are processing.
     processing: usize,
     shutting_down: bool,
@@ -106,11 +106,9 @@ struct State<K> {
 }
 
 impl<K: Key> State<K> {
-    /// Marks `key` dirty at `priority`; `copy` is a clone of it, for the FIFO, made by the
-    /// caller before it took the lock. Returns whether a key was pushed onto a FIFO (so a getter
-    /// must be woken), and `copy` back when it was not needed, for the caller to drop after
-    /// unlocking.
-    fn mark_dirty(&mut self, key: K, copy: K, priority: Priority, metrics: Option<&QueueMetrics>) -> (bool, Option<K>) {
+    /// Marks `key` dirty at `priority`. Returns whether a key was pushed onto a FIFO (so a getter
+    /// must be woken).
+    fn mark_dirty(&mut self, key: K, priority: Priority, metrics: Option<&QueueMetrics>) -> bool {
         match self.items.entry(key) {
             Entry::Occupied(mut entry) => {
                 let item = entry.get_mut();
@@ -122,31 +120,32 @@ impl<K: Key> State<K> {
                         metrics.added(priority);
                         item.queued_at = Some(Instant::now());
                     }
-                    return (false, Some(copy));
+                    return false;
                 }
                 if priority <= item.priority {
-                    return (false, Some(copy));
+                    return false;
                 }
                 let was = std::mem::replace(&mut item.priority, priority);
                 if let Some(metrics) = metrics {
                     metrics.moved(was, priority);
                 }
                 if item.processing {
-                    return (false, Some(copy));
+                    return false;
                 }
                 // Waiting in the lower FIFO: move it up, leaving the old entry stale.
-                item.ticket = self.lanes.push(copy, priority);
+                let ticket = self.lanes.push(entry.key().clone(), priority);
+                entry.get_mut().ticket = ticket;
                 self.lanes.forget_one(was);
-                (true, None)
+                true
             }
             Entry::Vacant(entry) => {
-                let ticket = self.lanes.push(copy, priority);
+                let ticket = self.lanes.push(entry.key().clone(), priority);
                 let queued_at = metrics.map(|metrics| {
                     metrics.added(priority);
                     Instant::now()
                 });
                 entry.insert(ItemState { dirty: true, priority, ticket, queued_at, ..ItemState::default() });
-                (true, None)
+                true
             }
         }
     }
@@ -231,17 +230,9 @@ impl<K: Key> Queue<K> {
 
     pub(crate) fn add_with_priority(&self, key: K, priority: Priority) {
         let priority = self.effective(priority);
-        // The queue keeps two copies of a waiting key (FIFO and map). Cloning before taking the
-        // lock keeps the allocator (a `String` key allocates) out of the critical section that
-        // every worker's `get` and `done` wait on; an unneeded copy is dropped after unlocking.
-        let copy = key.clone();
-        let (queued, _unneeded) = {
+        let queued = {
             let mut state = self.lock();
-            if state.shutting_down {
-                (false, Some(copy))
-            } else {
-                state.mark_dirty(key, copy, priority, self.metrics.as_ref())
-            }
+            !state.shutting_down && state.mark_dirty(key, priority, self.metrics.as_ref())
         };
         if queued {
             self.ready.notify_one();
@@ -250,20 +241,15 @@ impl<K: Key> Queue<K> {
 
     /// Adds several keys at normal priority under one lock (the delaying timer firing).
     pub(crate) fn add_all(&self, keys: impl IntoIterator<Item = K>) {
-        let keys: Vec<(K, K)> = keys.into_iter().map(|key| (key.clone(), key)).collect();
-        let (queued, _unneeded) = {
+        let queued = {
             let mut state = self.lock();
             if state.shutting_down {
                 return;
             }
-            let mut queued = 0;
-            let mut unneeded = Vec::new();
-            for (copy, key) in keys {
-                let (pushed, copy) = state.mark_dirty(key, copy, Priority::Normal, self.metrics.as_ref());
-                queued += usize::from(pushed);
-                unneeded.extend(copy);
-            }
-            (queued, unneeded)
+            keys.into_iter()
+                .map(|key| state.mark_dirty(key, Priority::Normal, self.metrics.as_ref()))
+                .filter(|&pushed| pushed)
+                .count()
         };
         for _ in 0..queued {
             self.ready.notify_one();
@@ -313,9 +299,7 @@ impl<K: Key> Queue<K> {
     }
 
     pub(crate) fn done(&self, key: &K) {
-        // The map's copy of the key is dropped after unlocking (freeing a `String` key while
-        // holding the lock would make everyone wait for the allocator).
-        let (queued, idle, _removed) = {
+        let (queued, idle) = {
             let mut guard = self.lock();
             let state = &mut *guard;
             // One lookup on the common path: take the entry out, put it back only if still dirty.
@@ -332,14 +316,11 @@ impl<K: Key> Queue<K> {
                 metrics.finished(started_at.elapsed());
             }
             let queued = item.dirty;
-            let removed = if queued {
+            if queued {
                 item.ticket = state.lanes.push(key.clone(), item.priority);
                 state.items.insert(key, item);
-                None
-            } else {
-                Some(key)
-            };
-            (queued, state.processing == 0 && state.drain, removed)
+            }
+            (queued, state.processing == 0 && state.drain)
         };
         if queued {
             self.ready.notify_one();

@@ -27,6 +27,7 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use governor::Quota;
 use governor::clock::Clock;
 use governor::middleware::NoOpMiddleware;
@@ -34,7 +35,6 @@ use governor::nanos::Nanos;
 use governor::state::{NotKeyed, StateStore};
 
 use super::error::Error;
-use super::hash::RandomSeed;
 use super::queue::Key;
 
 /// Decides how long a key waits before it is retried.
@@ -66,7 +66,7 @@ impl<K, R: RateLimiter<K> + ?Sized> RateLimiter<K> for Arc<R> {
 pub struct ItemExponentialFailureRateLimiter<K> {
     base_delay: Duration,
     max_delay: Duration,
-    failures: Mutex<HashMap<K, u32, RandomSeed>>,
+    failures: Mutex<HashMap<K, u32, RandomState>>,
 }
 
 impl<K> ItemExponentialFailureRateLimiter<K> {
