@@ -3,13 +3,14 @@
 # ~/.cache, the operator's image, the crate), starts a control plane of its own, runs every
 # `cargo test` target (unit, integration, end-to-end, installation, doc) against it, and stops
 # the plane even when tests fail; then the fault suite (hack/faults.sh, about five minutes, on
-# a plane of its own) and a tiny run of the end-to-end benchmark against its peers
-# (hack/bench/e2e.sh with N=50: its builds and harness, not its figures).
+# a plane of its own) and tiny runs of the end-to-end benchmark against its peers and of the
+# scale ladder (hack/bench/e2e.sh and hack/bench/scale.sh with N=50: their builds and harness,
+# not their figures).
 #
 # usage: hack/test.sh [extra cargo test args...]
 #
 #   FAULTS=0   skip the fault suite (hack/test-matrix.sh does, on every version)
-#   BENCH=0    skip the tiny benchmark run (hack/test-matrix.sh does too)
+#   BENCH=0    skip the tiny benchmark runs (hack/test-matrix.sh does too)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$(date +%s)
@@ -57,5 +58,8 @@ if [ "${BENCH:-1}" != 0 ]; then
   log "running a tiny benchmark comparison (hack/bench/e2e.sh: N=50, every implementation once)"
   N=50 SWEEP="" REPEAT=0 PLANE=bench-$$ OUT=target/bench/ci SVG=target/bench/ci/reconcile-throughput.svg \
     hack/bench/e2e.sh
+  log "running a tiny scale ladder (hack/bench/scale.sh: N=50, a forced relist, every implementation once)"
+  LADDER=50 PEER_N=50 PLANE=bench-$$ OUT=target/bench/ci-scale SVG=target/bench/ci-scale/scale.svg \
+    hack/bench/scale.sh
 fi
 log "all tests passed"
