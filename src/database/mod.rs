@@ -7,6 +7,7 @@
 //! - [`drift`]: whether a live child differs from the wanted one (write only then).
 //! - [`status`]: the status and conditions a Database should show.
 //! - [`view`]: the part of a Deployment or Service the operator caches.
+//! - `written`: the status this process wrote that the cache has not shown yet.
 //! - [`DatabaseReconciler`]: reconcile, from the caches, with server-side apply.
 
 pub mod backups;
@@ -21,6 +22,7 @@ mod types;
 pub mod upgrade;
 pub mod view;
 pub mod volume;
+mod written;
 
 pub use crd::*;
 pub use reconcile::{DatabaseReconciler, Error, FOREIGN_RECHECK, LABEL_SELECTOR, Stores};

@@ -49,6 +49,7 @@ use super::backups::{self, Restore, Scheduled};
 use super::engine::Engine;
 use super::status::{self, Blocker};
 use super::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
+use super::written::Written;
 use super::{Database, DatabaseStatus, UpgradeState, children, credentials, drift, upgrade, volume};
 use crate::backup::{BackupPhase, DatabaseBackup};
 use crate::controller::{Action, Reconciler};
@@ -135,6 +136,7 @@ pub struct DatabaseReconciler {
     backups: Store<DatabaseBackup>,
     recorder: Recorder,
     announced: status::Announced,
+    written: Written,
 }
 
 impl Debug for DatabaseReconciler {
@@ -157,6 +159,7 @@ impl DatabaseReconciler {
             backups,
             recorder,
             announced: status::Announced::default(),
+            written: Written::default(),
         }
     }
 
@@ -269,12 +272,14 @@ impl DatabaseReconciler {
                 "kind": Database::kind(&()),
                 "status": status,
             });
-            api.patch_status(db.metadata.name.as_deref().unwrap_or_default(), &apply_params(), &Patch::Apply(&body))
+            let stored = api
+                .patch_status(db.metadata.name.as_deref().unwrap_or_default(), &apply_params(), &Patch::Apply(&body))
                 .await
                 .map_err(|source| Error::Write {
                     what: format!("status of Database {}", crate::informer::key_of(db)),
                     source,
                 })?;
+            self.written.wrote(&key, db, &status, &stored);
             let changed =
                 db.status.as_ref().map_or_else(|| Some("status".into()), |live| drift::difference(&status, live));
             info!(phase = ?status.phase, ready = status.ready_replicas.unwrap_or_default(), changed = %changed.unwrap_or_default(), "wrote status");
@@ -607,12 +612,15 @@ impl Reconciler for DatabaseReconciler {
     async fn reconcile(&self, key: &str) -> Result<Action, Error> {
         let Some(db) = self.databases.get(key) else {
             self.announced.forget(key);
+            self.written.forget(key);
             debug!("Database is gone; nothing to do");
             return Ok(Action::Done);
         };
         if db.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
         }
+        // A status this process wrote and the cache has not shown yet is the current one.
+        let db = self.written.catch_up(key, db);
         match self.reconcile_database(&db).await {
             // Throttled by the apiserver: come back when it says, not on our backoff.
             Err(err) if err.retry_after().is_some() => {

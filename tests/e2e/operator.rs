@@ -1,16 +1,20 @@
 //! The Database operator on the real control plane. Each test runs its own operator, in
 //! process, scoped to its own namespace (`--namespace`), so the tests run in parallel.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use database_operator::client::{self, Limits, RequestMetrics};
-use database_operator::database::{Database, DatabaseSpec, Phase, Size};
+use database_operator::database::{Database, DatabaseSpec, DatabaseStatus, Phase, Size};
 use database_operator::operator::{self, Options};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube_client::Client;
-use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube_core::{ApiResource, DynamicObject, ObjectMeta};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -539,6 +543,99 @@ async fn restarted_operator_with_nothing_changed_writes_nothing() {
     f.wait_for_phase("sentinel", Phase::Ready).await;
     assert_eq!(versions(&f).await, before, "the restarted operator wrote to unchanged objects");
     operator.stop().await;
+}
+
+/// A client that counts the status writes the apiserver accepted (`PATCH .../status`, 2xx).
+async fn counting_status_writes() -> (Client, Arc<AtomicUsize>) {
+    let writes = Arc::new(AtomicUsize::new(0));
+    let counted = writes.clone();
+    let count = tower::layer::layer_fn(move |inner| CountStatusWrites { inner, writes: counted.clone() });
+    let config = kube_client::Config::infer().await.expect("the plane's kubeconfig");
+    let client = kube_client::client::ClientBuilder::try_from(config).expect("a client").with_layer(&count).build();
+    (client, writes)
+}
+
+#[derive(Clone)]
+struct CountStatusWrites<S> {
+    inner: S,
+    writes: Arc<AtomicUsize>,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for CountStatusWrites<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let status_write = request.method() == http::Method::PATCH && request.uri().path().ends_with("/status");
+        let writes = self.writes.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            if status_write && response.status().is_success() {
+                writes.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(response)
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_status_is_written_once_per_change_though_the_cache_has_not_shown_the_write_yet() {
+    // Databases from the initial list wait at low priority; the Added event of each one's new
+    // Deployment queues it again at normal priority, so its second reconcile runs right after
+    // its first, often before the first's status write has come back through the watch. It
+    // must not write the same status again.
+    let f = fixture("written").await;
+    let names: Vec<String> = (0..12).map(|i| format!("db-{i}")).collect();
+    for name in &names {
+        f.create(&database(name, Size::Small, "postgres:17")).await;
+    }
+    // Every status the Databases go through, as a watch from before the operator shows them.
+    let version = f.databases.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut events = f.databases.watch(&WatchParams::default().timeout(240), &version).await.unwrap().boxed();
+    let changes = Arc::new(AtomicUsize::new(0));
+    let watch = tokio::spawn({
+        let changes = changes.clone();
+        async move {
+            let mut last: HashMap<String, Option<DatabaseStatus>> = HashMap::new();
+            while let Some(event) = events.try_next().await.expect("the watch") {
+                if let WatchEvent::Modified(db) = event {
+                    let previous = last.insert(db.metadata.name.clone().unwrap(), db.status.clone());
+                    if previous.flatten() != db.status {
+                        changes.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+    });
+
+    let (client, writes) = counting_status_writes().await;
+    let operator = RunningOperator::start(&client, &f.ns.name, 1);
+    for name in &names {
+        f.wait_for_phase(name, Phase::Ready).await;
+    }
+    // A write's watch event may still be on its way; a repeated write never makes one.
+    let counts = || (writes.load(Ordering::SeqCst), changes.load(Ordering::SeqCst));
+    let settled = tokio::time::timeout(Duration::from_secs(10), async {
+        while counts().0 != counts().1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let (written, changed) = counts();
+    assert!(settled.is_ok(), "{written} status writes for {changed} status changes: a status was written twice");
+    assert!(changed >= 2 * names.len(), "each Database went Pending, then Ready: {changed} changes");
+    operator.stop().await;
+    watch.abort();
 }
 
 #[tokio::test]
