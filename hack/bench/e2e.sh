@@ -12,7 +12,8 @@
 #   NAMESPACES=4      the parents are spread over this many fresh namespaces per run
 #   PEERS="database-operator-image sample-controller controller-runtime kube-runtime bare-writer bare-writer-events"
 #                     database-operator-image is the binary the image ships (hack/image.sh: static,
-#                     glibc crt-static, debug info stripped), run as a process like the others
+#                     glibc crt-static, debug info stripped), run as a process like the others;
+#                     database-operator-fifo is the operator with --priority-queue=false (one FIFO)
 #   PLANE=bench       the control plane this script starts and stops
 #   OUT=target/bench/e2e   results.tsv, results.md, and each run's log
 #   SVG=docs/reconcile-throughput.svg   ("" draws no plot)
@@ -133,6 +134,9 @@ ours() {
 ours database-operator "$WORKERS"
 for peer in $PEERS; do
   case $peer in
+    database-operator-fifo)
+      measure "$peer" "$peer" database "$WORKERS" target/release/database-operator --kubeconfig "$KUBECONFIG" \
+        --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 --priority-queue=false ;;
     database-operator-image)
       measure "$peer" "$peer" database "$WORKERS" target/image/context/database-operator --kubeconfig "$KUBECONFIG" \
         --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 ;;

@@ -14,6 +14,8 @@ import platform
 OURS = "database-operator"
 # The binary the image ships (static, debug info stripped), measured beside target/release's.
 SHIPPED = "database-operator-image"
+# The operator with --priority-queue=false: client-go's one FIFO instead of the priority lane.
+FIFO = "database-operator-fifo"
 # Peers that do exactly our work (same objects, same status, same events).
 EQUAL_PEERS = ["controller-runtime", "kube-runtime"]
 PEERS = ["sample-controller"] + EQUAL_PEERS
@@ -71,7 +73,7 @@ def main():
               "| apiserver / etcd / kcm CPU-s | load (1/5/15 min) |")
     print(header)
     print("|---|--:|--:|--:|--:|--:|--:|--:|---|")
-    for name in [OURS, SHIPPED] + PEERS + BARE:
+    for name in [OURS, FIFO, SHIPPED] + PEERS + BARE:
         for r in (r for r in rows if r["implementation"] == name and r["workers"] == args.workers):
             print(f"| {name} | {r['workers']} | {r['n']} | {r['seconds']:.1f} | {r['per_second']:.1f} | "
                   f"{r['cpu_seconds']:.2f} | {r['rss_mib']:.1f} | {r['plane']} | {r['load']} |")
@@ -80,7 +82,7 @@ def main():
             print(f"| **{name}, mean of {r['runs']}** | {r['workers']} | {r['n']} | {r['seconds']:.1f} | "
                   f"{r['per_second']:.1f} | {r['cpu_seconds']:.2f} | {r['rss_mib']:.1f} | | |")
     print("\nCommands (run by the probe, `e2e-probe run ... -- COMMAND`):\n")
-    for name in [OURS, SHIPPED] + PEERS + BARE:
+    for name in [OURS, FIFO, SHIPPED] + PEERS + BARE:
         if name in at:
             print(f"- {name}: `{at[name]['command']}`")
 
