@@ -4,8 +4,7 @@
 //! milliseconds later. A second reconcile of the same Database in between (its new Deployment's
 //! Added event queues it at once, ahead of the initial list's keys) would read the old status
 //! from the cache, see it differ from the wanted one, and write the same status again: one
-//! request, one watch event and one more reconcile per Database for nothing
-//! (docs/benchmarks.md, round 12).
+//! request per Database that the apiserver finds unchanged (docs/benchmarks.md, round 12).
 //!
 //! The record keeps, per Database key, the status written, the resourceVersion the write
 //! produced, and the resourceVersions the cache may still show from before it (the one the
