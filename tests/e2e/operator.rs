@@ -626,7 +626,11 @@ async fn a_status_is_written_once_per_change_though_the_cache_has_not_shown_the_
     // A write's watch event may still be on its way; a repeated write never makes one.
     let counts = || (writes.load(Ordering::SeqCst), changes.load(Ordering::SeqCst));
     let settled = tokio::time::timeout(Duration::from_secs(10), async {
-        while counts().0 != counts().1 {
+        loop {
+            let (written, changed) = counts();
+            if written == changed {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
