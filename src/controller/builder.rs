@@ -8,7 +8,7 @@ use kube_core::Resource;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::enqueue::{Enqueue, Mapper, Settled, owner_keys};
+use super::enqueue::{Background, Enqueue, Mapper, Settled, owner_keys};
 use super::metrics::{ControllerMetrics, Metrics};
 use super::worker::{self, Reconciler};
 use super::{Error, ObjectKey};
@@ -19,7 +19,7 @@ use crate::workqueue::RateLimitingQueue;
 type Predicate<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// Registers one informer's event handler on the controller's queue.
-type Wire = Box<dyn FnOnce(&RateLimitingQueue<ObjectKey>, Option<&Settled>) + Send>;
+type Wire = Box<dyn FnOnce(&RateLimitingQueue<ObjectKey>, Option<&Arc<Background>>) + Send>;
 
 /// Builds a [`Controller`] over a primary informer and the informers of what it owns.
 ///
@@ -100,17 +100,24 @@ where
     {
         self.syncs.push(informer.clone());
         let controller = self.name.clone();
-        self.wiring.push(Box::new(move |queue, settled| {
-            let settled = settled.cloned();
-            informer.add_event_handler(Arc::new(Enqueue { queue: queue.clone(), map, controller, primary, settled }));
+        self.wiring.push(Box::new(move |queue, background| {
+            let background = background.cloned();
+            informer.add_event_handler(Arc::new(Enqueue {
+                queue: queue.clone(),
+                map,
+                controller,
+                primary,
+                background,
+            }));
         }));
     }
 
     /// Says when a primary object needs nothing urgent (for example: its status reports the
-    /// current generation and it is ready). For a settled object, updates of watched objects
-    /// and its own updates that leave `metadata.generation` alone are queued at low priority,
-    /// behind users' changes (see [`crate::workqueue::Priority`]). Without it, only the initial
-    /// list and resyncs are low.
+    /// current generation and it is ready). For a settled object, and for one from the initial
+    /// list until it settles or a user changes it, the events of watched objects and its own
+    /// updates that leave `metadata.generation` alone are queued at low priority, behind users'
+    /// changes (see [`crate::workqueue::Priority`] and the table in `enqueue.rs`). Without it,
+    /// only the initial list and resyncs are low.
     pub fn settled(mut self, settled: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
         self.settled = Some(Arc::new(settled));
         self
@@ -143,12 +150,13 @@ where
     /// Registers the event handlers and returns the controller, ready to run.
     pub fn build(self) -> Controller<K> {
         let queue = self.queue.unwrap_or_else(|| RateLimitingQueue::new(&self.name));
-        let settled: Option<Settled> = self.settled.map(|settled| {
+        let background = self.settled.map(|settled| {
             let store = self.primary.store();
-            Arc::new(move |key: &str| store.get(key).is_some_and(|obj| settled(&obj))) as Settled
+            let settled: Settled = Arc::new(move |key: &str| store.get(key).is_some_and(|obj| settled(&obj)));
+            Arc::new(Background::new(settled))
         });
         for wire in self.wiring {
-            wire(&queue, settled.as_ref());
+            wire(&queue, background.as_ref());
         }
         Controller {
             metrics: self.metrics.map(|m| m.for_controller(&self.name)),

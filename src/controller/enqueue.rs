@@ -8,15 +8,22 @@
 //! | --- | --- |
 //! | an add from the initial list (what existed before the controller started) | low |
 //! | a resync (an update to the same resourceVersion) | low |
-//! | with [`Builder::settled`](super::Builder::settled), for a key whose primary object is settled: an update of a watched object, or of the primary that leaves `metadata.generation` alone | low |
-//! | anything else: a live add, a spec change, a delete | normal |
+//! | with [`Builder::settled`](super::Builder::settled), for a key in the [`Background`]: an add, update or delete of a watched object, or an update of the primary that leaves `metadata.generation` alone | low |
+//! | anything else: a live add of the primary, a spec change, a delete of the primary, a watched object's delete | normal |
 //!
-//! So after a restart the whole fleet waits behind a Database a user creates meanwhile; and
-//! when the controller changes every child at once (a new version rolling the fleet), the
-//! children's status churn for Databases that are settled waits too, while a new Database's
-//! own follow-ups (it is not settled until it is Ready) stay in front.
+//! A key is in the background when its primary object is settled, or when it came from the
+//! initial list unsettled and no user has changed it since (a new generation or a delete takes
+//! it out; settling takes it out of the list too, as it is then in the background anyway).
+//! So after a restart the whole fleet waits behind a Database a user creates meanwhile, and so
+//! do the follow-ups of the fleet's own reconciles (the children the controller created, their
+//! status as they roll out): queued behind the rest of the list, several of them fold into one
+//! reconcile, as in one FIFO, instead of each jumping ahead for a reconcile of its own. When the
+//! controller changes every child at once (a new version rolling the fleet), the children's
+//! churn for Databases that are settled waits too, while a new Database's own follow-ups (it is
+//! not settled until it is Ready) stay in front.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kube_core::Resource;
 
@@ -47,6 +54,50 @@ where
     }
 }
 
+/// The primary keys nobody is waiting for (the module's documentation says which), shared by
+/// a controller's handlers.
+///
+/// ## Memory usage
+///
+/// A key listed unsettled is held until its object settles, changes or goes; a settled fleet
+/// holds none.
+pub(super) struct Background {
+    settled: Settled,
+    listed: Mutex<HashSet<Box<str>>>,
+}
+
+impl Background {
+    pub(super) fn new(settled: Settled) -> Self {
+        Self { settled, listed: Mutex::default() }
+    }
+
+    /// A key of the initial list: in the background from now, until a user changes it.
+    fn listed(&self, key: &str) {
+        if !(self.settled)(key) {
+            self.lock().insert(key.into());
+        }
+    }
+
+    /// A user changed the primary (a new generation, a delete): someone waits for it now.
+    fn changed(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    /// Whether nobody waits for the key.
+    fn contains(&self, key: &str) -> bool {
+        if (self.settled)(key) {
+            self.lock().remove(key);
+            return true;
+        }
+        self.lock().contains(key)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Box<str>>> {
+        // The set is only inserted into and removed from: a panic elsewhere leaves it whole.
+        self.listed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// The event handler that turns one informer's events into keys on the queue.
 pub(super) struct Enqueue<C> {
     pub(super) queue: RateLimitingQueue<ObjectKey>,
@@ -55,7 +106,7 @@ pub(super) struct Enqueue<C> {
     pub(super) controller: String,
     /// Whether this is the primary informer (its own generation tells a spec change).
     pub(super) primary: bool,
-    pub(super) settled: Option<Settled>,
+    pub(super) background: Option<Arc<Background>>,
 }
 
 impl<C> Enqueue<C> {
@@ -66,8 +117,12 @@ impl<C> Enqueue<C> {
         }
     }
 
-    fn settled(&self, key: &str) -> bool {
-        self.settled.as_ref().is_some_and(|settled| settled(key))
+    /// Low for a key in the background, else normal.
+    fn follow_up(&self, key: &str) -> Priority {
+        match &self.background {
+            Some(background) if background.contains(key) => Priority::Low,
+            _ => Priority::Normal,
+        }
     }
 }
 
@@ -77,8 +132,16 @@ impl<C: Resource + Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
     }
 
     fn on_add(&self, obj: &Arc<C>, in_initial_list: bool) {
-        let priority = if in_initial_list { Priority::Low } else { Priority::Normal };
-        self.add((self.map)(obj), |_| priority);
+        let keys = (self.map)(obj);
+        if in_initial_list {
+            if let (true, Some(background)) = (self.primary, &self.background) {
+                keys.iter().for_each(|key| background.listed(key));
+            }
+            return self.add(keys, |_| Priority::Low);
+        }
+        // A live add of the primary is a new object: a user's. A watched object's add (a child
+        // the controller created) follows the work that created it.
+        self.add(keys, |key| if self.primary { Priority::Normal } else { self.follow_up(key) });
     }
 
     fn on_update(&self, old: &Arc<C>, new: &Arc<C>) {
@@ -94,11 +157,22 @@ impl<C: Resource + Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
             return self.add(keys, |_| Priority::Low);
         }
         let spec_changed = self.primary && old.generation != new.generation;
-        self.add(keys, |key| if !spec_changed && self.settled(key) { Priority::Low } else { Priority::Normal });
+        self.add(keys, |key| match &self.background {
+            Some(background) if spec_changed => {
+                background.changed(key);
+                Priority::Normal
+            }
+            _ if spec_changed => Priority::Normal,
+            _ => self.follow_up(key),
+        });
     }
 
     fn on_delete(&self, obj: &Arc<C>) {
-        self.add((self.map)(obj), |_| Priority::Normal);
+        let keys = (self.map)(obj);
+        if let (true, Some(background)) = (self.primary, &self.background) {
+            keys.iter().for_each(|key| background.changed(key));
+        }
+        self.add(keys, |_| Priority::Normal);
     }
 }
 
@@ -169,8 +243,19 @@ mod tests {
             map: Arc::new(|obj: &ConfigMap| vec![key_of(obj)]),
             controller: "test".into(),
             primary,
-            settled: Some(Arc::new(move |key: &str| settled.contains(&key))),
+            background: Some(Arc::new(Background::new(Arc::new(move |key: &str| settled.contains(&key))))),
         }
+    }
+
+    /// A controller's two handlers, the primary's and a watched informer's, on one queue and one
+    /// background; `settled` holds the keys whose primary is settled, and may change.
+    fn controller(settled: &Arc<Mutex<Vec<&'static str>>>) -> (Enqueue<ConfigMap>, Enqueue<ConfigMap>) {
+        let settled = settled.clone();
+        let settled: Settled = Arc::new(move |key: &str| settled.lock().unwrap().contains(&key));
+        let primary = Enqueue { background: Some(Arc::new(Background::new(settled))), ..handler(true, &[]) };
+        let child =
+            Enqueue { queue: primary.queue.clone(), background: primary.background.clone(), ..handler(false, &[]) };
+        (primary, child)
     }
 
     /// The keys in the order the queue hands them out (all of them wait, nothing is processing).
@@ -215,9 +300,56 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_settled_predicate_only_the_initial_list_and_resyncs_are_low() {
-        let h = Enqueue { settled: None, ..handler(false, &[]) };
+        let h = Enqueue { background: None, ..handler(false, &[]) };
         h.on_add(&object("listed", "1", 1), true);
         h.on_update(&object("changed", "2", 1), &object("changed", "3", 1));
         assert_eq!(order(&h.queue).await, ["ns/changed", "ns/listed"]);
+    }
+
+    #[tokio::test]
+    async fn the_follow_ups_of_a_listed_key_wait_behind_a_users_change_until_a_user_changes_it() {
+        let (primary, child) = controller(&Arc::default());
+        primary.on_add(&object("listed", "1", 1), true);
+        primary.on_add(&object("created", "2", 1), false);
+        assert_eq!(order(&primary.queue).await, ["ns/created", "ns/listed"]);
+
+        // The children both reconciles created, their status, the primaries' own status writes.
+        child.on_add(&object("listed", "3", 1), false);
+        child.on_add(&object("created", "4", 1), false);
+        assert_eq!(order(&primary.queue).await, ["ns/created", "ns/listed"]);
+        child.on_update(&object("listed", "3", 1), &object("listed", "5", 2));
+        primary.on_update(&object("listed", "1", 1), &object("listed", "6", 1));
+        primary.on_update(&object("created", "2", 1), &object("created", "7", 1));
+        assert_eq!(order(&primary.queue).await, ["ns/created", "ns/listed"]);
+
+        // A user's new spec takes the listed key out of the background, its follow-ups with it.
+        primary.on_add(&object("other", "8", 1), true);
+        primary.on_update(&object("listed", "6", 1), &object("listed", "9", 2));
+        assert_eq!(order(&primary.queue).await, ["ns/listed", "ns/other"]);
+        child.on_update(&object("listed", "5", 2), &object("listed", "10", 3));
+        primary.on_add(&object("other", "8", 1), true);
+        assert_eq!(order(&primary.queue).await, ["ns/listed", "ns/other"]);
+
+        // So does a delete: a Database created again under the name is a user's.
+        primary.on_delete(&object("other", "8", 1));
+        primary.on_add(&object("other", "11", 1), false);
+        child.on_add(&object("other", "12", 1), false);
+        primary.on_add(&object("last", "13", 1), true);
+        assert_eq!(order(&primary.queue).await, ["ns/other", "ns/last"]);
+    }
+
+    #[tokio::test]
+    async fn a_listed_key_leaves_the_background_list_once_its_primary_settles() {
+        let settled = Arc::new(Mutex::new(vec!["ns/converged"]));
+        let (primary, child) = controller(&settled);
+        primary.on_add(&object("converged", "1", 1), true);
+        primary.on_add(&object("listed", "2", 1), true);
+        let listed = || primary.background.as_ref().unwrap().lock().len();
+        assert_eq!(listed(), 1, "a settled primary is in the background without being listed");
+
+        settled.lock().unwrap().push("ns/listed");
+        child.on_update(&object("listed", "3", 1), &object("listed", "4", 1));
+        assert_eq!(listed(), 0);
+        assert_eq!(order(&primary.queue).await, ["ns/converged", "ns/listed"]);
     }
 }

@@ -17,8 +17,8 @@
 //!   event is only a hint that something changed.
 //! - Each event enqueues its keys at a priority ([`crate::workqueue::Priority`]): the initial
 //!   list and resyncs are low, and so, with [`Builder::settled`], are the child and status-only
-//!   changes of settled objects; users' changes are normal and go first (the table is in
-//!   `enqueue.rs`).
+//!   changes of settled objects and of those from the initial list; users' changes are normal
+//!   and go first (the table is in `enqueue.rs`).
 //! - Workers start only after every registered informer has synced; if that takes longer
 //!   than [`Builder::cache_sync_timeout`], [`Controller::run`] returns
 //!   [`Error::CacheSyncTimeout`] and no reconcile has run.

@@ -590,16 +590,13 @@ where
 
 #[tokio::test]
 async fn a_status_is_written_once_per_change_though_the_cache_has_not_shown_the_write_yet() {
-    // Databases from the initial list wait at low priority; the Added event of each one's new
-    // Deployment queues it again at normal priority, so its second reconcile runs right after
-    // its first, often before the first's status write has come back through the watch. It
-    // must not write the same status again.
+    // A Database a user creates is reconciled at normal priority, and so is it again when its
+    // new Deployment's Added event arrives: with nothing else waiting, the second reconcile runs
+    // right after the first, often before the first's status write has come back through the
+    // watch. It must not write the same status again.
     let f = fixture("written").await;
     let names: Vec<String> = (0..12).map(|i| format!("db-{i}")).collect();
-    for name in &names {
-        f.create(&database(name, Size::Small, "postgres:17")).await;
-    }
-    // Every status the Databases go through, as a watch from before the operator shows them.
+    // Every status the Databases go through, as a watch from before they exist shows them.
     let version = f.databases.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
     let mut events = f.databases.watch(&WatchParams::default().timeout(240), &version).await.unwrap().boxed();
     let changes = Arc::new(AtomicUsize::new(0));
@@ -620,6 +617,11 @@ async fn a_status_is_written_once_per_change_though_the_cache_has_not_shown_the_
 
     let (client, writes) = counting_status_writes().await;
     let operator = RunningOperator::start(&client, &f.ns.name, 1);
+    // One at a time, so that each is alone in the queue with its follow-ups.
+    for name in &names {
+        f.create(&database(name, Size::Small, "postgres:17")).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     for name in &names {
         f.wait_for_phase(name, Phase::Ready).await;
     }

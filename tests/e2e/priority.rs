@@ -1,17 +1,20 @@
 //! The work queue's priority lane on the real plane: a Database a user creates while the
 //! operator is still working through the Databases it found at its start goes before them;
-//! with one FIFO (`--priority-queue=false`) it waits behind all of them.
+//! with one FIFO (`--priority-queue=false`) it waits behind all of them. And the follow-ups of
+//! the fleet's own reconciles (its new children, their status) wait behind the fleet too.
 //!
 //! The operator's client is throttled (4 requests/s, burst 1) so that going through the fleet
 //! takes many seconds; what is asserted is an order (how much of the fleet was done when the
 //! new Database was), not a time.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use database_operator::client::{self, Limits, RequestMetrics};
-use database_operator::database::{Database, DatabaseSpec, Size};
+use database_operator::database::{Database, DatabaseSpec, Phase, Size};
 use database_operator::operator::{self, Options};
-use kube_client::api::{Api, ListParams, PostParams};
+use futures::{StreamExt, TryStreamExt};
+use kube_client::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{TestNamespace, client, install_crd, wait_until};
@@ -27,21 +30,8 @@ fn current(db: &Database) -> bool {
 /// How many of the fleet had been reconciled when a Database created after the operator had
 /// started on the fleet was, with or without priorities.
 async fn fleet_done_before_a_new_database(priority_queue: bool) -> usize {
-    let admin = client().await;
-    install_crd(&admin).await;
-    let ns = TestNamespace::create(&admin, if priority_queue { "priority" } else { "fifo" }).await;
-    let databases: Api<Database> = Api::namespaced(admin.clone(), &ns.name);
-    for i in 0..FLEET {
-        let db = Database::new(&format!("fleet-{i:02}"), DatabaseSpec::new(Size::Small, "postgres:17"));
-        databases.create(&PostParams::default(), &db).await.expect("create a Database");
-    }
-    let config = kube_client::Config::infer().await.expect("the plane's kubeconfig");
-    let throttled =
-        client::from_config(config, Limits { qps: 4.0, burst: 1 }, &RequestMetrics::default()).expect("a client");
-    let mut options = Options::new(Some(ns.name.clone()), 1);
-    options.priority_queue = priority_queue;
-    let cancel = CancellationToken::new();
-    let task = tokio::spawn(operator::run(throttled, options, cancel.clone()));
+    let (ns, databases) = fleet(if priority_queue { "priority" } else { "fifo" }, FLEET).await;
+    let (cancel, task) = start_throttled(&ns, priority_queue).await;
 
     wait_until("the operator to start on the fleet", Duration::from_secs(60), || async {
         let list = databases.list(&ListParams::default()).await.ok()?;
@@ -60,6 +50,68 @@ async fn fleet_done_before_a_new_database(priority_queue: bool) -> usize {
     cancel.cancel();
     task.await.unwrap().expect("the operator stops cleanly");
     done
+}
+
+/// A namespace holding `size` Databases, `fleet-00` and on.
+async fn fleet(prefix: &str, size: usize) -> (TestNamespace, Api<Database>) {
+    let admin = client().await;
+    install_crd(&admin).await;
+    let ns = TestNamespace::create(&admin, prefix).await;
+    let databases: Api<Database> = Api::namespaced(admin.clone(), &ns.name);
+    for i in 0..size {
+        let db = Database::new(&format!("fleet-{i:02}"), DatabaseSpec::new(Size::Small, "postgres:17"));
+        databases.create(&PostParams::default(), &db).await.expect("create a Database");
+    }
+    (ns, databases)
+}
+
+/// The operator on `ns`, one worker, its client throttled to 4 requests/s (burst 1).
+async fn start_throttled(
+    ns: &TestNamespace,
+    priority_queue: bool,
+) -> (CancellationToken, tokio::task::JoinHandle<Result<(), operator::Error>>) {
+    let config = kube_client::Config::infer().await.expect("the plane's kubeconfig");
+    let throttled =
+        client::from_config(config, Limits { qps: 4.0, burst: 1 }, &RequestMetrics::default()).expect("a client");
+    let mut options = Options::new(Some(ns.name.clone()), 1);
+    options.priority_queue = priority_queue;
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(operator::run(throttled, options, cancel.clone()));
+    (cancel, task)
+}
+
+#[tokio::test]
+async fn the_follow_ups_of_the_initial_lists_reconciles_wait_behind_the_list() {
+    // Each first reconcile creates a Deployment, whose Added event and status changes (kwok
+    // runs its pod, so it goes available) queue the Database again. Queued behind the rest of
+    // the list, they fold into one second reconcile, which is the one that can find the
+    // Database Ready: so no Database is Ready before every one has had its first. Jumping the
+    // list, each would be reconciled until Ready before the next is started.
+    const SIZE: usize = 12;
+    let (ns, databases) = fleet("follow-ups", SIZE).await;
+    let version = databases.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut events = databases.watch(&WatchParams::default().timeout(240), &version).await.unwrap().boxed();
+    let (cancel, task) = start_throttled(&ns, true).await;
+
+    let (mut reconciled, mut ready) = (HashSet::new(), HashSet::new());
+    let watched = tokio::time::timeout(Duration::from_secs(120), async {
+        while reconciled.len() < SIZE {
+            let Some(WatchEvent::Modified(db)) = events.try_next().await.expect("the watch") else { continue };
+            let name = db.metadata.name.clone().unwrap();
+            let status = db.status.as_ref();
+            if status.is_some_and(|s| s.observed_generation == db.metadata.generation) {
+                reconciled.insert(name.clone());
+            }
+            if status.is_some_and(|s| s.phase == Some(Phase::Ready)) {
+                ready.insert(name);
+            }
+        }
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap().expect("the operator stops cleanly");
+    assert!(watched.is_ok(), "only {} of {SIZE} Databases were reconciled in 120 s", reconciled.len());
+    assert!(ready.is_empty(), "{ready:?} went Ready before every Database of the list had been reconciled once");
 }
 
 #[tokio::test]
