@@ -698,6 +698,19 @@ async fn run(
     if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
         let _ = child.kill().await;
     }
+    if outcome.is_err() {
+        // What a stopped rollout still tells: how long the arrivals that made it took.
+        let mut latencies = watch.state.lock().expect("no panics while locked").latencies.clone();
+        if !latencies.is_empty() {
+            eprintln!(
+                "[probe] before it stopped, {} arrivals converged: p50 {:.3} s, p99 {:.3} s, max {:.3} s",
+                latencies.len(),
+                quantile(&mut latencies, 0.5).unwrap_or(f64::NAN),
+                quantile(&mut latencies, 0.99).unwrap_or(f64::NAN),
+                quantile(&mut latencies, 1.0).unwrap_or(f64::NAN)
+            );
+        }
+    }
     let seconds = outcome?.as_secs_f64();
     let (cpu_seconds, rss_mib) = measured?;
     let mut result = json!({

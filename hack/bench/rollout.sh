@@ -17,6 +17,8 @@
 #                     --priority-queue=false (client-go's one FIFO); controller-runtime: the peer
 #                     (its priority queue is on by default since v0.23)
 #   PLANE=bench OUT=target/bench/rollout
+#   TIMEOUT=1800      seconds each phase may take before the probe gives up (a stopped rollout
+#                     still logs the latencies of the arrivals that converged)
 #
 # Each implementation gets a fresh plane: seed, converge (measured as hack/bench/e2e.sh does);
 # a plain restart with everything converged (how long until it has looked at every Database and
@@ -41,6 +43,7 @@ export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
 # the Deployments' progress deadline, and never quiet.
 export KWOK_NODE_PODS=${KWOK_NODE_PODS:-10000}
 OUT=${OUT:-target/bench/rollout}
+TIMEOUT=${TIMEOUT:-1800}
 
 start=$(date +%s)
 log() { printf '[rollout %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
@@ -106,14 +109,16 @@ for impl in $IMPLS; do
   "$probe" seed --kind database --n "$N" --namespaces "$namespaces"
   log "[$impl] converging the fleet: ${command[*]}"
   # Until idle: the status updates that follow convergence (Ready) are written before the stop.
-  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --log "$OUT/logs/$impl-converge.log" \
+  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --timeout "$TIMEOUT" \
+      --log "$OUT/logs/$impl-converge.log" \
       --idle-secs 10 -- "${command[@]}"); then
     failed+=("$impl"); log "[$impl] FAILED to converge (log: $OUT/logs/$impl-converge.log)"; continue
   fi
   log "[$impl] converged: $line"
   record "$impl" converge "$line"
   log "[$impl] restarting with everything converged"
-  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --log "$OUT/logs/$impl-restart.log" \
+  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --timeout "$TIMEOUT" \
+      --log "$OUT/logs/$impl-restart.log" \
       --idle-secs 3 --requests "$OUT/logs/$impl-restart.requests.tsv" -- "${command[@]}"); then
     failed+=("$impl"); log "[$impl] FAILED to restart (log: $OUT/logs/$impl-restart.log)"; continue
   fi
@@ -121,7 +126,7 @@ for impl in $IMPLS; do
   record "$impl" restart "$line" "$OUT/logs/$impl-restart.requests.tsv"
   log "[$impl] restarting as a new version; $ARRIVALS arrivals, one every ${INTERVAL_MS}ms"
   if ! line=$(DATABASE_OPERATOR_BENCH_ROLLOUT="v2" "$probe" run --kind database --n "$N" --namespaces "$namespaces" \
-      --log "$OUT/logs/$impl-rollout.log" --rollout v2 --arrivals "$ARRIVALS" --arrival-interval-ms "$INTERVAL_MS" \
+      --timeout "$TIMEOUT" --log "$OUT/logs/$impl-rollout.log" --rollout v2 --arrivals "$ARRIVALS" --arrival-interval-ms "$INTERVAL_MS" \
       -- "${command[@]}"); then
     failed+=("$impl"); log "[$impl] FAILED to roll (log: $OUT/logs/$impl-rollout.log)"; continue
   fi
