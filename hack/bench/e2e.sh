@@ -17,6 +17,9 @@
 #   PLANE=bench       the control plane this script starts and stops
 #   OUT=target/bench/e2e   results.tsv, results.md, and each run's log
 #   SVG=docs/reconcile-throughput.svg   ("" draws no plot)
+#   OPERATOR=target/release/database-operator
+#                     the operator binary measured (another build's, to compare two builds in
+#                     one sitting; the default is built from this tree)
 #   REPEAT=1          measure database-operator at WORKERS this many more times at the end,
 #                     to show the run-to-run spread on a shared machine
 #   UNRELATED=0       also seed this many Deployments of nobody's (0 replicas, in a namespace of
@@ -53,6 +56,7 @@ export KWOK_NODE_PODS=${KWOK_NODE_PODS:-110}
 OUT=${OUT:-target/bench/e2e}
 SVG=${SVG-docs/reconcile-throughput.svg}
 REPEAT=${REPEAT:-1}
+OPERATOR=${OPERATOR:-target/release/database-operator}
 
 start=$(date +%s)
 log() { printf '[e2e %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
@@ -126,7 +130,7 @@ PY
 limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST")
 # ours LABEL WORKERS: database-operator with WORKERS workers.
 ours() {
-  measure "$1" database-operator database "$2" target/release/database-operator --kubeconfig "$KUBECONFIG" \
+  measure "$1" database-operator database "$2" "$OPERATOR" --kubeconfig "$KUBECONFIG" \
     --workers "$2" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0
 }
 
@@ -135,7 +139,7 @@ ours database-operator "$WORKERS"
 for peer in $PEERS; do
   case $peer in
     database-operator-fifo)
-      measure "$peer" "$peer" database "$WORKERS" target/release/database-operator --kubeconfig "$KUBECONFIG" \
+      measure "$peer" "$peer" database "$WORKERS" "$OPERATOR" --kubeconfig "$KUBECONFIG" \
         --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 --priority-queue=false ;;
     database-operator-image)
       measure "$peer" "$peer" database "$WORKERS" target/image/context/database-operator --kubeconfig "$KUBECONFIG" \
