@@ -157,13 +157,14 @@ impl<C: Resource + Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
             return self.add(keys, |_| Priority::Low);
         }
         let spec_changed = self.primary && old.generation != new.generation;
-        self.add(keys, |key| match &self.background {
-            Some(background) if spec_changed => {
-                background.changed(key);
-                Priority::Normal
+        self.add(keys, |key| {
+            if !spec_changed {
+                return self.follow_up(key);
             }
-            _ if spec_changed => Priority::Normal,
-            _ => self.follow_up(key),
+            if let Some(background) = &self.background {
+                background.changed(key);
+            }
+            Priority::Normal
         });
     }
 
