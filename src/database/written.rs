@@ -1,9 +1,9 @@
 //! The status this process wrote that the Database cache has not shown yet.
 //!
 //! A reconcile writes a Database's status, and the write comes back through the watch a few
-//! milliseconds later. A second reconcile of the same Database in between (its new Deployment's
-//! Added event queues it at once, ahead of the initial list's keys) would read the old status
-//! from the cache, see it differ from the wanted one, and write the same status again: one
+//! milliseconds later. A second reconcile of the same Database in between (a Database a user
+//! created: its new Deployment's Added event queues it at normal priority, and with nothing
+//! else waiting it runs at once) would read the old status from the cache, see it differ from the wanted one, and write the same status again: one
 //! request per Database that the apiserver finds unchanged (docs/benchmarks.md, round 12).
 //!
 //! The record keeps, per Database key, the status written, the resourceVersion the write
