@@ -104,30 +104,27 @@ PY
 for impl in $IMPLS; do
   read -r -a command <<<"$(command_of "$impl")"
   namespaces=fleet-0,fleet-1,fleet-2,fleet-3
+  probe_run=("$probe" run --kind database --n "$N" --namespaces "$namespaces" --timeout "$TIMEOUT")
   log "[$impl] fresh control plane; seeding $N Databases"
   plane_up
   "$probe" seed --kind database --n "$N" --namespaces "$namespaces"
   log "[$impl] converging the fleet: ${command[*]}"
   # Until idle: the status updates that follow convergence (Ready) are written before the stop.
-  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --timeout "$TIMEOUT" \
-      --log "$OUT/logs/$impl-converge.log" \
-      --idle-secs 10 -- "${command[@]}"); then
+  if ! line=$("${probe_run[@]}" --log "$OUT/logs/$impl-converge.log" --idle-secs 10 -- "${command[@]}"); then
     failed+=("$impl"); log "[$impl] FAILED to converge (log: $OUT/logs/$impl-converge.log)"; continue
   fi
   log "[$impl] converged: $line"
   record "$impl" converge "$line"
   log "[$impl] restarting with everything converged"
-  if ! line=$("$probe" run --kind database --n "$N" --namespaces "$namespaces" --timeout "$TIMEOUT" \
-      --log "$OUT/logs/$impl-restart.log" \
-      --idle-secs 3 --requests "$OUT/logs/$impl-restart.requests.tsv" -- "${command[@]}"); then
+  if ! line=$("${probe_run[@]}" --log "$OUT/logs/$impl-restart.log" --idle-secs 3 \
+      --requests "$OUT/logs/$impl-restart.requests.tsv" -- "${command[@]}"); then
     failed+=("$impl"); log "[$impl] FAILED to restart (log: $OUT/logs/$impl-restart.log)"; continue
   fi
   log "[$impl] restarted: $line"
   record "$impl" restart "$line" "$OUT/logs/$impl-restart.requests.tsv"
   log "[$impl] restarting as a new version; $ARRIVALS arrivals, one every ${INTERVAL_MS}ms"
-  if ! line=$(DATABASE_OPERATOR_BENCH_ROLLOUT="v2" "$probe" run --kind database --n "$N" --namespaces "$namespaces" \
-      --timeout "$TIMEOUT" --log "$OUT/logs/$impl-rollout.log" --rollout v2 --arrivals "$ARRIVALS" --arrival-interval-ms "$INTERVAL_MS" \
-      -- "${command[@]}"); then
+  if ! line=$(DATABASE_OPERATOR_BENCH_ROLLOUT="v2" "${probe_run[@]}" --log "$OUT/logs/$impl-rollout.log" \
+      --rollout v2 --arrivals "$ARRIVALS" --arrival-interval-ms "$INTERVAL_MS" -- "${command[@]}"); then
     failed+=("$impl"); log "[$impl] FAILED to roll (log: $OUT/logs/$impl-rollout.log)"; continue
   fi
   log "[$impl] rolled: $line"

@@ -25,6 +25,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use foldhash::fast::RandomState;
 use kube_core::Resource;
 
 use super::ObjectKey;
@@ -63,7 +64,8 @@ where
 /// holds none.
 pub(super) struct Background {
     settled: Settled,
-    listed: Mutex<HashSet<Box<str>>>,
+    /// Hashed as the work queue hashes its keys (foldhash): this is looked up on every event.
+    listed: Mutex<HashSet<Box<str>, RandomState>>,
 }
 
 impl Background {
@@ -92,7 +94,7 @@ impl Background {
         self.lock().contains(key)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Box<str>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Box<str>, RandomState>> {
         // The set is only inserted into and removed from: a panic elsewhere leaves it whole.
         self.listed.lock().unwrap_or_else(PoisonError::into_inner)
     }
