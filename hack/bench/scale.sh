@@ -51,10 +51,10 @@ mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
 trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
 
-log "building: control plane (cached in ~/.cache), operator, probe, peers"
+log "building: control plane (cached in ~/.cache), operator, probe${PEERS:+, peers}"
 hack/control-plane/build.sh >/dev/null
 cargo build --release -q --bin database-operator --example e2e-probe
-hack/bench/build-peers.sh
+[ -z "$PEERS" ] || hack/bench/build-peers.sh
 probe=target/release/examples/e2e-probe
 peers=target/peers
 # shellcheck source=hack/bench/plane.sh
