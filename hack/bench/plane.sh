@@ -4,16 +4,21 @@
 plane_dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$PLANE
 export KUBECONFIG=$plane_dir/kubeconfig
 
-# plane_up: a fresh control plane with both CRDs. Every run gets its own, so none inherits
-# the previous run's etcd history, caches, garbage collection or pods. Sets `also`: the
-# probe's arguments that report the plane's CPU during the measurement.
+# plane_up: a fresh control plane with the Database CRD, and sample-controller's when the peers
+# are built (hack/bench/scale.sh builds them only for PEERS). Every run gets its own, so none
+# inherits the previous run's etcd history, caches, garbage collection or pods. Sets `also`:
+# the probe's arguments that report the plane's CPU during the measurement.
 plane_up() {
   hack/control-plane.sh down >/dev/null 2>&1 || true
   hack/control-plane.sh up >"$OUT/control-plane.log" 2>&1 || { cat "$OUT/control-plane.log" >&2; die "the control plane did not start"; }
   eval "$(hack/control-plane.sh env)"
+  local crds=(crd/databases.example.com)
   target/release/database-operator crd | kubectl apply -f - >/dev/null
-  kubectl apply -f "$peers/sample-controller-crd.yaml" >/dev/null
-  kubectl wait --for=condition=Established crd/databases.example.com crd/foos.samplecontroller.k8s.io --timeout=60s >/dev/null
+  if [ -f "$peers/sample-controller-crd.yaml" ]; then
+    kubectl apply -f "$peers/sample-controller-crd.yaml" >/dev/null
+    crds+=(crd/foos.samplecontroller.k8s.io)
+  fi
+  kubectl wait --for=condition=Established "${crds[@]}" --timeout=60s >/dev/null
   # The control plane's CPU during each measurement shows where the time goes.
   also=()
   for component in kube-apiserver etcd kube-controller-manager; do

@@ -8,6 +8,8 @@
 #   LADDER="1000 5000 10000 20000"   the Database counts
 #   PEERS="kube-runtime controller-runtime"  PEER_N=10000   the peers, at one N
 #   WORKERS=2 QPS=500 BURST=1000    as hack/bench/e2e.sh
+#   OPERATOR=target/release/database-operator   the operator binary measured (as in e2e.sh: to
+#                                   compare two builds in one sitting)
 #   PLANE=bench OUT=target/bench/scale SVG=docs/scale.svg ("" draws no plot)
 #
 # Each run, on a fresh plane with room for every pod (a Database is settled only once its pod
@@ -37,6 +39,7 @@ PEER_N=${PEER_N:-10000}
 WORKERS=${WORKERS:-2}
 QPS=${QPS:-500}
 BURST=${BURST:-1000}
+OPERATOR=${OPERATOR:-target/release/database-operator}
 export PLANE=${PLANE:-bench}
 export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
 export KWOK_NODE_PODS=${KWOK_NODE_PODS:-10000}
@@ -68,7 +71,7 @@ failed=()
 # metrics on METRICS_ADDRESS when given).
 command_of() {
   case $1 in
-    database-operator) echo target/release/database-operator --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" \
+    database-operator) echo "$OPERATOR" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" \
       --metrics-bind-address "${2:-0}" --metrics-secure=false --health-probe-bind-address 0 ;;
     kube-runtime) echo "$peers/kube-runtime/release/kube-runtime-peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
     controller-runtime) echo "$peers/controller-runtime-peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
