@@ -8,7 +8,9 @@ usage: hack/bench/scale_report.py results.tsv [--svg docs/scale.svg]
 import argparse
 import csv
 
-COLOURS = {"database-operator": "#1f77b4", "kube-runtime": "#ff7f0e", "controller-runtime": "#2ca02c"}
+# One colour per implementation, in the order the results name them (rows of several sittings
+# can share one plot when their implementation column says which sitting they are from).
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#d62728"]
 
 
 def main():
@@ -44,7 +46,9 @@ def main():
 
 
 def svg(rows):
-    width, height, panel_w, left, top, bottom = 1000, 380, 330, 70, 50, 50
+    names = list(dict.fromkeys(r["implementation"] for r in rows))
+    colours = dict(zip(names, PALETTE))
+    width, height, panel_w, left, top, bottom = 1080, 380, 330, 70, 50, 50
     top_n = max(int(r["n"]) for r in rows) * 1.05
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
            f'<text x="{left}" y="20">Scale ladder (hack/bench/scale.sh): peak RSS and convergence time against N Databases</text>']
@@ -67,14 +71,14 @@ def svg(rows):
         for i in range(5):
             v = top_v * i / 4
             out.append(f'<text x="{x0 - 6}" y="{y(v) + 4}" text-anchor="end">{v:.0f}</text>')
-        for impl, colour in COLOURS.items():
+        for impl, colour in colours.items():
             points = sorted((int(r["n"]), float(r[key])) for r in rows if r["implementation"] == impl)
             if len(points) > 1:
                 path = " ".join(f"{x(n):.1f},{y(v):.1f}" for n, v in points)
                 out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
             out += [f'<circle cx="{x(n):.1f}" cy="{y(v):.1f}" r="4" fill="{colour}"/>' for n, v in points]
-    legend_x = width - 150
-    for i, (impl, colour) in enumerate(COLOURS.items()):
+    legend_x = width - 220
+    for i, (impl, colour) in enumerate(colours.items()):
         out += [f'<circle cx="{legend_x}" cy="{top + 18 * i}" r="4" fill="{colour}"/>',
                 f'<text x="{legend_x + 10}" y="{top + 18 * i + 4}">{impl}</text>']
     out.append("</svg>\n")
