@@ -1,5 +1,6 @@
-# Sourced by the benchmark scripts (hack/bench/e2e.sh, hack/bench/rollout.sh): a fresh control
-# plane per measurement. Expects PLANE, OUT and peers set, and die defined.
+# Sourced by the benchmark scripts (hack/bench/e2e.sh, hack/bench/rollout.sh,
+# hack/bench/scale.sh): a fresh control plane per measurement. Expects PLANE, OUT and peers set,
+# and die defined.
 
 plane_dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$PLANE
 export KUBECONFIG=$plane_dir/kubeconfig
