@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback, for tests, benchmarks and local runs:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (simulated nodes on
-# which pods are scheduled and become Running and Ready). Built from the Go module proxy by
-# hack/control-plane/build.sh.
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and nodes of two kinds: kwok
+# (simulated nodes on which pods are scheduled and become Running and Ready without running),
+# and a real node (containerd, the kubelet, kube-proxy, CoreDNS: hack/control-plane/node.sh)
+# on which they really run. Built from the Go module proxy by hack/control-plane/build.sh.
 #
 # usage: hack/control-plane.sh up|down|status|env|restart COMPONENT
 #
@@ -10,6 +11,13 @@
 #                      arguments (the fault suite, hack/faults.sh, restarts the apiserver)
 #
 #   PLANE=NAME        run several planes side by side (default: default)
+#   NODES             kwok (default), real, or kwok,real: which nodes the plane has. With both,
+#                     pods go to the kwok nodes unless their namespace has the annotation
+#                     scheduler.alpha.kubernetes.io/node-selector=type=real (the apiserver's
+#                     PodNodeSelector admission; the namespace database-operator-system has it
+#                     by default). A real node needs Linux, root, and Debian's containerd,
+#                     runc, containernetworking-plugins, iptables and conntrack (installed with
+#                     apt-get when missing)
 #   KUBE_VERSION      see hack/control-plane/build.sh (default v1.37.2)
 #   KWOK_NODES        number of simulated nodes (default 3)
 #   KWOK_NODE_PODS    pods each node holds (default 10000: room for every pod the tests and
@@ -19,9 +27,10 @@
 #                     thousands of Services of the end-to-end benchmark)
 #   APISERVER_FEATURE_GATES  passed to kube-apiserver's --feature-gates (e.g. WatchList=false)
 #
-# Claims bind: a default StorageClass "standard" whose volumes kube-controller-manager's
-# host-path provisioner creates (see add_storage_class). Jobs run (the job controller; kwok
-# completes their pods).
+# Claims bind: a default StorageClass "standard", whose volumes kube-controller-manager's
+# host-path provisioner creates on kwok-only planes (see add_storage_class), and the plane's
+# own local-volume provisioner where there is a real node (node.sh). Jobs run (the job
+# controller; kwok completes their pods, the real node runs them).
 #
 # Beside the default admission plugins (PodSecurity among them), the apiserver enforces
 # OwnerReferencesPermissionEnforcement, as hardened clusters (OpenShift, among others) do: a
@@ -36,7 +45,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 plane=${PLANE:-default}
 dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$plane
 kubeconfig=$dir/kubeconfig
+# What `up` started, in order (`down` stops them in reverse); written by `up`.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+[ -f "$dir/components" ] && mapfile -t components <"$dir/components"
+# shellcheck source=control-plane/node.sh
+. "$here/control-plane/node.sh"
 start=$(date +%s)
 log() { printf '[control-plane %s %3ss] %s\n' "$plane" "$(($(date +%s) - start))" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -72,48 +85,56 @@ launch() { # name binary args...
   log "started $name (pid $!, log $dir/logs/$name.log)"
 }
 
-make_certs() {
-  local pki=$dir/pki
+# client_cert NAME SUBJECT: NAME.key and NAME.crt, a client certificate signed by the plane's
+# CA (run in the pki directory).
+client_cert() {
+  echo "extendedKeyUsage=clientAuth" >client.ext
+  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+  openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3650 \
+    -extfile client.ext 2>/dev/null
+}
+
+make_certs() { # extra subjectAltName entries for the apiserver's certificate
+  local pki=$dir/pki extra=${1:-}
   mkdir -p "$pki"
   (
     cd "$pki"
     openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
       -subj "/CN=database-operator-test-ca" 2>/dev/null
     cat >serving.ext <<EXT
-subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local$extra
 extendedKeyUsage=serverAuth
 EXT
     openssl req -newkey rsa:2048 -nodes -keyout serving.key -out serving.csr -subj "/CN=kube-apiserver" 2>/dev/null
     openssl x509 -req -in serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out serving.crt -days 3650 \
       -extfile serving.ext 2>/dev/null
     # The admin identity: group system:masters passes every RBAC check.
-    echo "extendedKeyUsage=clientAuth" >client.ext
-    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=admin" 2>/dev/null
-    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt -days 3650 \
-      -extfile client.ext 2>/dev/null
+    client_cert admin "/O=system:masters/CN=admin"
     # Service-account token signing keys.
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )
 }
 
-write_kubeconfig() { # port
-  cat >"$kubeconfig" <<EOF
+write_kubeconfig() { # file server certificate key
+  local user
+  user=$(basename "$3" .crt)
+  cat >"$1" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: $plane
   cluster:
-    server: https://127.0.0.1:$1
+    server: $2
     certificate-authority: $dir/pki/ca.crt
 users:
-- name: admin
+- name: $user
   user:
-    client-certificate: $dir/pki/admin.crt
-    client-key: $dir/pki/admin.key
+    client-certificate: $3
+    client-key: $4
 contexts:
 - name: $plane
-  context: {cluster: $plane, user: admin}
+  context: {cluster: $plane, user: $user}
 current-context: $plane
 EOF
 }
@@ -191,22 +212,85 @@ allowVolumeExpansion: true
 EOF
 }
 
+# The nodes the plane has (NODES): sets has_kwok and has_real.
+parse_nodes() {
+  has_kwok=0 has_real=0
+  local kind
+  for kind in ${NODES//,/ }; do
+    case $kind in
+      kwok) has_kwok=1 ;;
+      real) has_real=1 ;;
+      *) die "NODES=$NODES: use kwok, real or kwok,real" ;;
+    esac
+  done
+  [ $((has_kwok + has_real)) -gt 0 ] || die "NODES is empty: use kwok, real or kwok,real"
+}
+
+# With both kinds of node, PodNodeSelector sends pods to the kwok nodes unless their namespace
+# names another selector (scheduler.alpha.kubernetes.io/node-selector); the operator's own
+# namespace defaults to the real node, so its installation runs the operator for real.
+admission_config() {
+  cat >"$dir/admission.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodNodeSelector
+  configuration:
+    podNodeSelectorPluginConfig:
+      clusterDefaultNodeSelector: type=kwok
+      database-operator-system: type=real
+EOF
+}
+
 cmd_up() {
   if running kube-apiserver; then
     log "already up"
     cmd_env
     return
   fi
+  local has_kwok has_real
+  NODES=${NODES:-kwok}
+  parse_nodes
+  [ "$has_real" = 0 ] || node_requirements
   local bin
   bin=$("$here/control-plane/build.sh" | tail -n 1)
   [ -x "$bin/kube-apiserver" ] || die "build did not produce $bin/kube-apiserver"
   rm -rf "$dir" && mkdir -p "$dir/logs" "$dir/etcd"
-  make_certs
+  components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+  [ "$has_kwok" = 0 ] || components+=(kwok)
+  [ "$has_real" = 0 ] || components+=(local-provisioner containerd kubelet kube-proxy coredns)
+  printf '%s\n' "${components[@]}" >"$dir/components"
 
   local etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port
   read -r -d '' etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port < <("$here/free-port.py" 6) || true
   [ -n "$kwok_port" ] || die "no free ports (hack/free-port.py)"
   echo "$api_port" >"$dir/apiserver.port"
+
+  # A real node reaches the apiserver through its veth (node.sh), so then the apiserver
+  # listens on every address and advertises the veth's host end: pods reach it through the
+  # `kubernetes` Service. Otherwise it listens on loopback only. Without a default route it
+  # cannot pick an address to advertise, so it is given loopback, which the endpoint
+  # reconciler refuses: turn the reconciler off (nothing then talks to the apiserver through
+  # the kubernetes Service).
+  local address=(--bind-address 127.0.0.1) extra_sans="" node_flags=()
+  if [ "$has_real" = 1 ]; then
+    node_plan
+    address=(--bind-address 0.0.0.0 --advertise-address "$node_host_ip")
+    extra_sans=",IP:$node_host_ip"
+    node_flags=(--kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt"
+      --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key"
+      --kubelet-preferred-address-types InternalIP)
+  elif [ -z "$(ip route show default 2>/dev/null)" ] || [ -n "${CONTROL_PLANE_NO_ROUTE:-}" ]; then
+    address+=(--advertise-address 127.0.0.1 --endpoint-reconciler-type none)
+  fi
+  local admission=(--enable-admission-plugins OwnerReferencesPermissionEnforcement,NodeRestriction)
+  if [ "$has_kwok" = 1 ] && [ "$has_real" = 1 ]; then
+    admission_config
+    admission=(--enable-admission-plugins OwnerReferencesPermissionEnforcement,NodeRestriction,PodNodeSelector
+      --admission-control-config-file "$dir/admission.yaml")
+  fi
+  make_certs "$extra_sans"
+  [ "$has_real" = 0 ] || node_certs
 
   launch etcd "$bin/etcd" --name "$plane" --data-dir "$dir/etcd" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -215,50 +299,52 @@ cmd_up() {
     --quota-backend-bytes 4294967296
   wait_for "etcd to be healthy" 60 etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-  # The apiserver listens on loopback only. Without a default route it cannot pick an address
-  # to advertise, so it is given loopback, which the endpoint reconciler refuses: turn the
-  # reconciler off (nothing here talks to the apiserver through the kubernetes Service).
   # TaintNodesByCondition taints every new node not-ready until the node lifecycle controller
   # clears it; kwok's nodes are Ready from the start and that controller does not run here.
-  local advertise=()
-  if [ -z "$(ip route show default 2>/dev/null)" ] || [ -n "${CONTROL_PLANE_NO_ROUTE:-}" ]; then
-    advertise=(--advertise-address 127.0.0.1 --endpoint-reconciler-type none)
-  fi
-  launch kube-apiserver "$bin/kube-apiserver" "${advertise[@]}" \
-    --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --secure-port "$api_port" \
+  # The Node authorizer and NodeRestriction confine a real node's kubelet to its own node.
+  launch kube-apiserver "$bin/kube-apiserver" "${address[@]}" "${node_flags[@]}" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" --secure-port "$api_port" \
     --tls-cert-file "$dir/pki/serving.crt" --tls-private-key-file "$dir/pki/serving.key" \
     --client-ca-file "$dir/pki/ca.crt" \
     --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --authorization-mode RBAC --service-cluster-ip-range "${SERVICE_CIDR:-10.0.0.0/16}" --allow-privileged \
-    --disable-admission-plugins TaintNodesByCondition \
-    --enable-admission-plugins OwnerReferencesPermissionEnforcement \
+    --authorization-mode Node,RBAC --service-cluster-ip-range "${SERVICE_CIDR:-10.0.0.0/16}" --allow-privileged \
+    --disable-admission-plugins TaintNodesByCondition "${admission[@]}" \
     ${APISERVER_FEATURE_GATES:+--feature-gates "$APISERVER_FEATURE_GATES"} \
     --cert-dir "$dir/pki" --profiling=false
-  write_kubeconfig "$api_port"
+  write_kubeconfig "$kubeconfig" "https://127.0.0.1:$api_port" "$dir/pki/admin.crt" "$dir/pki/admin.key"
   wait_for "kube-apiserver /readyz" 120 kube-apiserver kubectl --kubeconfig "$kubeconfig" get --raw /readyz
 
+  # root-ca-cert-publisher: the kube-root-ca.crt ConfigMap in every namespace, which every
+  # projected service account token volume reads (a real pod without it never starts).
   local common=(--kubeconfig "$kubeconfig" --leader-elect=false --bind-address 127.0.0.1)
   launch kube-controller-manager "$bin/kube-controller-manager" "${common[@]}" --secure-port "$kcm_port" \
-    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc,resourcequota,persistentvolume-binder,persistentvolume-expander,pvc-protection,pv-protection,job \
+    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc,resourcequota,persistentvolume-binder,persistentvolume-expander,pvc-protection,pv-protection,job,root-ca-cert-publisher \
     --enable-hostpath-provisioner \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
     --kube-api-qps 200 --kube-api-burst 400
   launch kube-scheduler "$bin/kube-scheduler" "${common[@]}" --secure-port "$sched_port" \
     --kube-api-qps 200 --kube-api-burst 400
-  stages "$bin/kwok-stages.yaml" >"$dir/kwok-stages.yaml"
-  launch kwok "$bin/kwok" --kubeconfig "$kubeconfig" -c "$dir/kwok-stages.yaml" \
-    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --cidr 10.244.0.0/16 --node-ip 10.255.0.1 --server-address "127.0.0.1:$kwok_port"
+  if [ "$has_kwok" = 1 ]; then
+    stages "$bin/kwok-stages.yaml" >"$dir/kwok-stages.yaml"
+    launch kwok "$bin/kwok" --kubeconfig "$kubeconfig" -c "$dir/kwok-stages.yaml" \
+      --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+      --cidr 10.244.0.0/16 --node-ip 10.255.0.1 --server-address "127.0.0.1:$kwok_port"
+  fi
 
   wait_for "the default namespace" 60 kube-apiserver kubectl --kubeconfig "$kubeconfig" get namespace default
-  add_nodes
-  add_storage_class
-  wait_for "kwok nodes to be Ready" 60 kwok kubectl --kubeconfig "$kubeconfig" wait --for=condition=Ready nodes --all --timeout=1s
+  if [ "$has_kwok" = 1 ]; then
+    add_nodes
+    wait_for "kwok nodes to be Ready" 60 kwok kubectl --kubeconfig "$kubeconfig" wait --for=condition=Ready nodes -l type=kwok --timeout=1s
+  fi
+  if [ "$has_real" = 1 ]; then
+    node_up
+  else
+    add_storage_class
+  fi
   wait_for "the default service account" 60 kube-controller-manager kubectl --kubeconfig "$kubeconfig" get serviceaccount default
-  log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port"
+  log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port, nodes: $NODES"
   cmd_env
 }
 
@@ -274,6 +360,7 @@ cmd_down() {
       log "stopped $c (pid $pid)"
     fi
   done
+  node_down
   rm -rf "$dir"
   log "down; removed $dir"
 }
@@ -326,6 +413,8 @@ cmd_restart() { # component
 cmd_env() {
   running kube-apiserver || die "plane '$plane' is not running: start it with hack/control-plane.sh up"
   echo "export KUBECONFIG=$kubeconfig"
+  # The real node's containerd, where hack/engine-images.sh imports images.
+  [ ! -S "$dir/containerd/containerd.sock" ] || echo "export CONTAINERD_ADDRESS=$dir/containerd/containerd.sock"
 }
 
 case "${1:-}" in

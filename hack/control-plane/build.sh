@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane from the Go module proxy into a cache outside the checkout:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (plus kwok's stages).
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (plus kwok's stages);
+# and for a real node (node.sh): kubelet, kube-proxy, CoreDNS, the plane's volume provisioner
+# (cmd/local-provisioner) and the pause image, from Kubernetes' own build/pause source.
 #
 #   KUBE_VERSION   v1.37.2 (default), v1.36.3, v1.35.4 or v1.34.4
 #   XDG_CACHE_HOME the cache root (default ~/.cache)
@@ -30,13 +32,15 @@ else
   if [ ! -f "$src/go.sum" ]; then
     log "generating the wrapper module for $version in $src"
     rm -rf "$src" && mkdir -p "$src"
-    cp -r "$here/tools.go" "$here/cmd" "$here/kwok" "$src/"
+    cp -r "$here/tools.go" "$here/cmd" "$here/kwok" "$here/coredns" "$src/"
     "$here/gen-gomod.sh" "$version" "$src" >&2
     (cd "$src" && go mod tidy)
   fi
 fi
 
-key=$(cat "$src/go.mod" "$src/go.sum" "$src/cmd/etcd/main.go" "$src/kwok/go.mod" "$src/kwok/go.sum" "$here/build.sh" | sha256sum | cut -c1-12)
+key=$(cat "$src/go.mod" "$src/go.sum" "$src"/cmd/*/main.go "$src/kwok/go.mod" "$src/kwok/go.sum" \
+  "$src/coredns/go.mod" "$src/coredns/go.sum" "$src/coredns/main.go" "$here/oci-archive.py" "$here/build.sh" |
+  sha256sum | cut -c1-12)
 out=$cache_root/$version-$key
 if [ -f "$out/.complete" ]; then
   log "up to date: $out"
@@ -74,7 +78,22 @@ build "$src" etcd ./cmd/etcd
 build "$src" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build "$src" kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build "$src" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+build "$src" kubelet k8s.io/kubernetes/cmd/kubelet
+build "$src" kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 build "$src/kwok" kwok sigs.k8s.io/kwok/cmd/kwok
+build "$src" local-provisioner ./cmd/local-provisioner
+build "$src/coredns" coredns .
+
+# The pod sandbox's image, as Kubernetes builds it (build/pause/Makefile): a static C program,
+# at the version the kubelet of this release expects (build/dependencies.yaml).
+kube_dir=$(cd "$src" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+pause_version=$(awk '/name: "registry.k8s.io\/pause: dependents"/ { getline; print $2; exit }' "$kube_dir/build/dependencies.yaml")
+[ -n "$pause_version" ] || { log "no pause version in $kube_dir/build/dependencies.yaml"; exit 1; }
+log "building the pause image $pause_version ..."
+gcc -Os -Wall -Werror -static -DVERSION="v$pause_version-local" -o "$out.tmp/pause" "$kube_dir/build/pause/linux/pause.c"
+strip "$out.tmp/pause"
+echo "registry.k8s.io/pause:$pause_version" >"$out.tmp/pause-image"
+"$here/oci-archive.py" "$out.tmp/pause.oci.tar" "registry.k8s.io/pause:$pause_version" 65535:65535 /pause "$out.tmp/pause:/pause"
 
 # kwok moves nodes and pods through "stages"; its module ships the standard ones as data.
 kwok_dir=$(cd "$src/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
