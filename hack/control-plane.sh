@@ -12,12 +12,12 @@
 #
 #   PLANE=NAME        run several planes side by side (default: default)
 #   NODES             kwok (default), real, or kwok,real: which nodes the plane has. With both,
-#                     pods go to the kwok nodes unless their namespace has the annotation
-#                     scheduler.alpha.kubernetes.io/node-selector=type=real (the apiserver's
-#                     PodNodeSelector admission; the namespace database-operator-system has it
-#                     by default). A real node needs Linux, root, and Debian's containerd,
-#                     runc, containernetworking-plugins, iptables and conntrack (installed with
-#                     apt-get when missing)
+#                     pods go to the real node unless their namespace has the annotation
+#                     scheduler.alpha.kubernetes.io/node-selector=type=kwok (the apiserver's
+#                     PodNodeSelector admission; the end-to-end tests' namespaces have it unless
+#                     a test needs its pods to run). A real node needs Linux, root, and Debian's
+#                     containerd, runc, containernetworking-plugins, iptables and conntrack
+#                     (installed with apt-get when missing)
 #   KUBE_VERSION      see hack/control-plane/build.sh (default v1.37.2)
 #   KWOK_NODES        number of simulated nodes (default 3)
 #   KWOK_NODE_PODS    pods each node holds (default 10000: room for every pod the tests and
@@ -226,9 +226,9 @@ parse_nodes() {
   [ $((has_kwok + has_real)) -gt 0 ] || die "NODES is empty: use kwok, real or kwok,real"
 }
 
-# With both kinds of node, PodNodeSelector sends pods to the kwok nodes unless their namespace
-# names another selector (scheduler.alpha.kubernetes.io/node-selector); the operator's own
-# namespace defaults to the real node, so its installation runs the operator for real.
+# With both kinds of node, PodNodeSelector sends pods to the real node unless their namespace
+# names another selector (scheduler.alpha.kubernetes.io/node-selector=type=kwok): what a user
+# or the tutorial creates runs for real, and a test opts into kwok's pretend pods.
 admission_config() {
   cat >"$dir/admission.yaml" <<EOF
 apiVersion: apiserver.config.k8s.io/v1
@@ -237,8 +237,7 @@ plugins:
 - name: PodNodeSelector
   configuration:
     podNodeSelectorPluginConfig:
-      clusterDefaultNodeSelector: type=kwok
-      database-operator-system: type=real
+      clusterDefaultNodeSelector: type=real
 EOF
 }
 

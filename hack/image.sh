@@ -10,6 +10,9 @@
 #   IMAGE_SOURCE    the org.opencontainers.image.source label (default: the git remote
 #                   "origin", else "unknown")
 #   CONTAINER_TOOL  buildah (default) or docker: the same Dockerfile and context either way
+#   CONTAINERD_ADDRESS  also import the image into the containerd at this socket (namespace
+#                   k8s.io), where a kubelet finds it: `hack/control-plane.sh env` sets it for a
+#                   plane with a real node
 #
 # Installs buildah, podman and runc from the distribution's packages when they are missing
 # (Debian/Ubuntu, as root), and points CONTAINERS_CONF at hack/image/containers.conf unless it
@@ -92,5 +95,12 @@ if [ "$tool" = buildah ]; then
 else
   log "built $IMAGE in $(($(date +%s) - t0))s"
   [ -z "${IMAGE_ARCHIVE:-}" ] || docker save -o "$IMAGE_ARCHIVE" "$IMAGE"
+fi
+if [ -n "${CONTAINERD_ADDRESS:-}" ]; then
+  [ "$tool" = buildah ] || die "CONTAINERD_ADDRESS needs CONTAINER_TOOL=buildah (podman's store)"
+  t0=$(date +%s)
+  podman save --quiet --format oci-archive "$IMAGE" |
+    ctr --address "$CONTAINERD_ADDRESS" -n k8s.io images import --index-name "$IMAGE" - >/dev/null
+  log "imported $IMAGE into the containerd at $CONTAINERD_ADDRESS in $(($(date +%s) - t0))s"
 fi
 echo "$IMAGE"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: builds what is missing (the control plane and helm into
-# ~/.cache, the operator's image, the crate), starts a control plane of its own, runs every
-# `cargo test` target (unit, integration, end-to-end, installation, doc) against it, and stops
-# the plane even when tests fail; then the fault suite (hack/faults.sh, about five minutes, on
-# a plane of its own) and tiny runs of the end-to-end benchmark against its peers and of the
-# scale ladder (hack/bench/e2e.sh and hack/bench/scale.sh with N=50: their builds and harness,
-# not their figures).
+# The whole test suite, as CI runs it: builds what is missing (the control plane with its real
+# node's parts and helm into ~/.cache, the operator's image, the engines' images, the crate),
+# starts a control plane of its own with kwok nodes and a real node (NODES=kwok,real: the
+# tests' pods go to kwok unless a test needs them to run), imports the images into the real
+# node's containerd, runs every `cargo test` target (unit, integration, end-to-end,
+# installation, doc) against it, and stops the plane even when tests fail; then the fault
+# suite (hack/faults.sh, about five minutes, on a plane of its own) and tiny runs of the
+# end-to-end benchmark against its peers and of the scale ladder (hack/bench/e2e.sh and
+# hack/bench/scale.sh with N=50: their builds and harness, not their figures).
 #
 # usage: hack/test.sh [extra cargo test args...]
 #
@@ -25,15 +27,17 @@ hack/control-plane/build.sh >/dev/null
 log "building helm (cached under ~/.cache after the first run)"
 HELM=$(hack/helm.sh | tail -n 1)
 export HELM
-# The image the installation tests run as the operator's Pod (tests/install/).
+# The images the real node runs: the operator's (the installation tests run it as its Pod)
+# and the engines' (built from Debian's packages: no registry is reachable here).
 log "building the operator's image"
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/hack/image/containers.conf}
-IMAGE=$(hack/image.sh | tail -n 1)
-export IMAGE
+hack/image.sh >/dev/null
+log "building the engines' images (cached under ~/.cache after the first run)"
+hack/engine-images.sh build >/dev/null
 
 # Compile the tests while the plane starts: starting is mostly waiting on the apiserver.
-log "starting control plane '$PLANE' and compiling the tests"
-hack/control-plane.sh up >"${TMPDIR:-/tmp}/control-plane-$PLANE.out" 2>&1 &
+log "starting control plane '$PLANE' (kwok nodes and a real node) and compiling the tests"
+NODES=kwok,real hack/control-plane.sh up >"${TMPDIR:-/tmp}/control-plane-$PLANE.out" 2>&1 &
 up_pid=$!
 cargo test --all-targets --no-run
 if ! wait "$up_pid"; then
@@ -42,6 +46,10 @@ if ! wait "$up_pid"; then
   exit 1
 fi
 eval "$(hack/control-plane.sh env)"
+log "importing the images into the real node's containerd"
+IMAGE=$(hack/image.sh | tail -n 1)
+export IMAGE
+hack/engine-images.sh import "$CONTAINERD_ADDRESS" >/dev/null
 
 log "running cargo test"
 cargo test --all-targets "$@"

@@ -26,8 +26,9 @@ const ENGLISH: &str = "docs/tutorial.md";
 const CHINESE: &str = "docs/tutorial.zh.md";
 const FAILS: &str = "<!-- tutorial: fails -->";
 /// The environment a reader's shell passes on; everything else cargo set for the test is
-/// dropped. `PLANE` and `KUBECONFIG` name the plane, `IMAGE` and `HELM` what hack/test.sh built.
-const KEPT: [&str; 16] = [
+/// dropped. `PLANE` and `KUBECONFIG` name the plane, `CONTAINERD_ADDRESS` its real node's
+/// containerd, `IMAGE` and `HELM` what hack/test.sh built.
+const KEPT: [&str; 17] = [
     "PATH",
     "HOME",
     "USER",
@@ -42,6 +43,7 @@ const KEPT: [&str; 16] = [
     "HELM",
     "CONTAINERS_CONF",
     "KUBECONFIG",
+    "CONTAINERD_ADDRESS",
     "IMAGE",
     "PLANE",
 ];
@@ -150,7 +152,7 @@ fn run(block: &Block, state: &Path) -> (bool, String) {
     );
     let mut command = Command::new("timeout");
     // The reader's environment, not the one cargo gives a test (CARGO_*, OUT_DIR, ...): the
-    // tutorial's own cargo builds (hack/image.sh, hack/kubelet.sh) would otherwise see another
+    // tutorial's own cargo build (hack/image.sh) would otherwise see another
     // environment than the suite's builds and rebuild everything.
     command.env_clear();
     for (name, value) in std::env::vars_os() {

@@ -4,10 +4,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::Client;
-use kube_client::api::{Api, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_core::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 
@@ -65,14 +65,54 @@ pub(crate) struct TestNamespace {
     pub(crate) name: String,
 }
 
+/// The name of the plane's real node (hack/control-plane/node.sh).
+pub(crate) const REAL_NODE: &str = "real-node";
+
+/// The annotation of the apiserver's PodNodeSelector admission: the node selector every pod
+/// of the namespace gets. On the test command's plane (`NODES=kwok,real`) pods go to the real
+/// node unless their namespace selects the kwok nodes with it.
+const NODE_SELECTOR: &str = "scheduler.alpha.kubernetes.io/node-selector";
+
 impl TestNamespace {
-    /// Creates `e2e-<prefix>-<random>` and waits for its `default` ServiceAccount, without
-    /// which no pod can be created in it.
+    /// Creates `e2e-<prefix>-<random>`, whose pods go to the kwok nodes (scheduled and
+    /// reported Ready, never run), and waits for its `default` ServiceAccount, without which
+    /// no pod can be created in it.
     pub(crate) async fn create(client: &Client, prefix: &str) -> Self {
+        Self::create_on(client, prefix, "type=kwok").await
+    }
+
+    /// Like [`TestNamespace::create`], but its pods run for real, on the plane's real node:
+    /// for a test whose meaning depends on a container running (an engine, a backup, a
+    /// restore, an upgrade, a probe). Panics with instructions when the plane has no real
+    /// node Ready.
+    pub(crate) async fn create_on_real_node(client: &Client, prefix: &str) -> Self {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let real = nodes.list(&ListParams::default().labels("type=real")).await.expect("list the real nodes");
+        let ready = real.items.iter().any(|node| {
+            node.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        });
+        assert!(
+            ready,
+            "this test runs pods for real and the plane has no real node Ready (label type=real): start the \
+             plane with `NODES=kwok,real hack/control-plane.sh up` (hack/test.sh does)"
+        );
+        Self::create_on(client, prefix, "type=real").await
+    }
+
+    async fn create_on(client: &Client, prefix: &str, node_selector: &str) -> Self {
         let name = format!("e2e-{prefix}-{:08x}", rand::random::<u32>());
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        let namespace =
-            Namespace { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                annotations: Some([(NODE_SELECTOR.to_string(), node_selector.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         namespaces.create(&PostParams::default(), &namespace).await.expect("create the test namespace");
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
         wait_until("the namespace's default ServiceAccount", Duration::from_secs(30), || async {

@@ -1,6 +1,8 @@
 //! `kubectl apply --server-side -k manifests/`, as the README says, on a plane that enforces
 //! the restricted Pod Security level in the operator's namespace and
-//! OwnerReferencesPermissionEnforcement.
+//! OwnerReferencesPermissionEnforcement; the operator's Pod runs on the real node, survives a
+//! rolling update (the kubelet stops the old Pod with SIGTERM, the Lease moves to the new one)
+//! and an uninstall.
 
 use database_operator::database::Database;
 use k8s_openapi::api::core::v1::Namespace;
@@ -12,9 +14,10 @@ use crate::{RunningOperator, SERIAL, image, run, wait_ready};
 
 const NAMESPACE: &str = "database-operator-system";
 const LEASE: &str = "database-operator.example.com";
+const DEPLOYMENT: &str = "deployment/database-operator-controller-manager";
 
 #[tokio::test]
-async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_converges_the_samples() {
+async fn the_manifests_install_an_operator_whose_pod_runs_rolls_and_converges_the_samples() {
     let _serial = SERIAL.lock().await;
     let client = client().await;
     let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests");
@@ -35,9 +38,10 @@ async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_conve
         assert_eq!(labels[&format!("pod-security.kubernetes.io/{mode}")], "restricted", "{mode}");
     }
 
-    let operator = RunningOperator::start(&client, NAMESPACE, LEASE).await;
+    let operator = RunningOperator::start(&client, NAMESPACE, LEASE, None).await;
 
-    // The samples, applied as the README says, into a namespace of the test's own.
+    // The samples, applied as the README says, into a namespace of the test's own (on kwok:
+    // the samples name images that no registry serves here).
     let samples = TestNamespace::create(&client, "samples").await;
     let (_, warnings) = run(
         "kubectl",
@@ -46,17 +50,25 @@ async fn the_manifests_install_an_operator_whose_image_runs_as_its_pod_and_conve
     );
     assert!(!warnings.contains("Warning"), "{warnings}");
     wait_ready(&client, &samples.name, &["orders", "inventory", "customers", "sessions", "web"]).await;
-
     operator.check_metrics(&samples.name, "database-operator-metrics-reader").await;
-    operator.stop(LEASE).await;
+
+    // A rolling update of the operator: the new Pod is Ready (caches synced) before the
+    // kubelet stops the old one, which releases the Lease on its way out; the new Pod takes it.
+    let restart = || drop(run("kubectl", &["rollout", "restart", DEPLOYMENT, "-n", NAMESPACE], None));
+    operator.stopped_by_the_kubelet(true, restart).await;
+    let operator = RunningOperator::start(&client, NAMESPACE, LEASE, Some(&operator.pod)).await;
 
     // The README's uninstall that keeps the Databases: every object but the CRD. Waiting for
     // the namespace to go lets the test run again on the same plane.
-    run(
-        "kubectl",
-        &["delete", "-k", manifests, "-l", "app.kubernetes.io/name=database-operator", "--wait=false"],
-        None,
-    );
+    operator
+        .stopped_by_the_kubelet(false, || {
+            run(
+                "kubectl",
+                &["delete", "-k", manifests, "-l", "app.kubernetes.io/name=database-operator", "--wait=false"],
+                None,
+            );
+        })
+        .await;
     let namespaces = Api::<Namespace>::all(client.clone());
     wait_until("the operator's namespace to be deleted", std::time::Duration::from_secs(90), || async {
         namespaces.get_opt(NAMESPACE).await.ok()?.is_none().then_some(())

@@ -1,6 +1,7 @@
 //! The README's run command, `hack/run.sh`, pointed at a cluster with `--kubeconfig` and
-//! `--context`: kubectl and the operator use the same ones, the sample is installed and
-//! converges, and an interrupt stops the operator cleanly.
+//! `--context`: kubectl and the operator use the same ones, the sample is installed, converges
+//! on the real node and its postgres answers `select 1`, and an interrupt stops the operator
+//! cleanly.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use database_operator::database::Database;
 use kube_client::api::{Api, DeleteParams};
 
-use crate::common::{client, http_get};
+use crate::common::{client, http_get, wait_until};
 use crate::{SERIAL, run, user_command, wait_ready};
 
 #[tokio::test]
@@ -32,6 +33,13 @@ async fn the_run_command_uses_the_given_kubeconfig_and_context_for_kubectl_and_t
     wait_ready(&client, "default", &["orders"]).await;
     let health = "127.0.0.1:8081".parse().unwrap();
     assert_eq!(http_get(health, "/readyz").await.map(|r| r.0), Some(200));
+    // The namespace default runs on the real node: postgres itself answers.
+    let answered = wait_until("hack/run.sh to report the sample's answer", Duration::from_secs(120), || async {
+        let output = std::fs::read_to_string(&log).ok()?;
+        output.lines().find(|l| l.contains("'select 1'")).map(str::to_string)
+    })
+    .await;
+    assert!(answered.ends_with("answers 'select 1' with: 1"), "{answered}");
     let pid = child.id().to_string();
     run("kill", &["-INT", &pid], None);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
