@@ -168,29 +168,6 @@ EOF
   done | kubectl --kubeconfig "$kubeconfig" apply -f - >/dev/null
 }
 
-# kwok's stages (built with kwok, from its module) and the project's own (stages/): kwok's
-# pod-ready stage leaves out the pods that the project's pod-never-ready stage takes (an image
-# tag ending in -never-ready), so that each pod matches one stage.
-stages() { # kwok's stages file
-  python3 - "$1" "$here/control-plane/stages" <<'PY'
-import pathlib, sys
-kwok, own = sys.argv[1], pathlib.Path(sys.argv[2])
-never_ready = """    - key: '.spec.containers.[0].image | endswith("-never-ready")'
-      operator: 'NotIn'
-      values:
-      - 'true'
-"""
-documents = open(kwok).read().split("\n---\n")
-for i, document in enumerate(documents):
-    if "name: pod-ready\n" in document:
-        anchor = "    matchExpressions:\n"
-        assert anchor in document, "kwok's pod-ready stage has no matchExpressions"
-        documents[i] = document.replace(anchor, anchor + never_ready, 1)
-documents += [path.read_text() for path in sorted(own.glob("*.yaml"))]
-print("\n---\n".join(documents))
-PY
-}
-
 # The plane's default StorageClass. Its provisioner is kube-controller-manager's built-in
 # host-path provisioner (--enable-hostpath-provisioner): it creates a real PersistentVolume
 # for each claim (a directory under /tmp on this machine) and deletes it with the claim, and
@@ -326,8 +303,8 @@ cmd_up() {
   launch kube-scheduler "$bin/kube-scheduler" "${common[@]}" --secure-port "$sched_port" \
     --kube-api-qps 200 --kube-api-burst 400
   if [ "$has_kwok" = 1 ]; then
-    stages "$bin/kwok-stages.yaml" >"$dir/kwok-stages.yaml"
-    launch kwok "$bin/kwok" --kubeconfig "$kubeconfig" -c "$dir/kwok-stages.yaml" \
+    # kwok's stages: how its nodes and pods move (built with kwok, from its module).
+    launch kwok "$bin/kwok" --kubeconfig "$kubeconfig" -c "$bin/kwok-stages.yaml" \
       --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
       --cidr 10.244.0.0/16 --node-ip 10.255.0.1 --server-address "127.0.0.1:$kwok_port"
   fi

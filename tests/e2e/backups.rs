@@ -1,7 +1,9 @@
 //! DatabaseBackups on the real plane, by the operator's second controller: a Job dumps a
 //! Database with its engine's tool into a claim of the backup's own (kube-controller-manager's
-//! job controller runs it, kwok completes its pod), and the backup says Completed; a Database
-//! without an engine cannot be backed up; a backup cannot change.
+//! job controller makes its pod, which the real node runs: the dump is real), and the backup
+//! says Completed; a restore loads it into a new Database, where the rows written before the
+//! backup are read back; a Database without an engine cannot be backed up (on kwok: no pod
+//! runs); a backup cannot change.
 
 use std::time::Duration;
 
@@ -12,9 +14,10 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::{Operator, TestNamespace, client, install_crd, wait_until};
+use crate::common::{Nodes, Operator, TestNamespace, client, images, install_crd, psql, wait_until};
 
-const CONVERGE: Duration = Duration::from_secs(90);
+/// Long enough for a real database's first start and a real dump on a busy two-core machine.
+const CONVERGE: Duration = Duration::from_secs(180);
 
 pub(crate) async fn finished(backups: &Api<DatabaseBackup>, name: &str) -> DatabaseBackup {
     wait_until(&format!("DatabaseBackup {name} to finish"), CONVERGE, || async {
@@ -28,10 +31,11 @@ pub(crate) async fn finished(backups: &Api<DatabaseBackup>, name: &str) -> Datab
 async fn a_backup_dumps_its_database_with_the_engines_tool_into_its_own_claim() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "backup").await;
+    let ns = TestNamespace::create_restricted(&client, "backup", Nodes::Real).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
-    let db = Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
+    let db =
+        Database::new("orders", DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
     databases.create(&PostParams::default(), &db).await.unwrap();
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
     // Created at once: the backup waits for its Database to be Ready.
@@ -40,7 +44,7 @@ async fn a_backup_dumps_its_database_with_the_engines_tool_into_its_own_claim() 
     let done = finished(&backups, "orders-1").await;
     let status = done.status.unwrap();
     assert_eq!(status.phase, Some(BackupPhase::Completed), "{:?}", status.message);
-    assert_eq!((status.engine, status.image.as_deref()), (Some(EngineKind::Postgres), Some("postgres:17")));
+    assert_eq!((status.engine, status.image.as_deref()), (Some(EngineKind::Postgres), Some(images::POSTGRES)));
     assert!(status.completion_time.is_some() && status.start_time.is_some());
     assert_eq!(databases.get("orders").await.unwrap().status.unwrap().phase, Some(Phase::Ready));
 
@@ -48,7 +52,7 @@ async fn a_backup_dumps_its_database_with_the_engines_tool_into_its_own_claim() 
     assert_eq!(job.metadata.owner_references.unwrap()[0].name, "orders-1", "owned by its backup");
     let pod = job.spec.unwrap().template.spec.unwrap();
     let container = &pod.containers[0];
-    assert_eq!(container.image.as_deref(), Some("postgres:17"), "the Database's own image has its dump tool");
+    assert_eq!(container.image.as_deref(), Some(images::POSTGRES), "the Database's own image has its dump tool");
     assert!(container.command.as_ref().unwrap()[2].starts_with("pg_dump "), "{:?}", container.command);
     let password = container.env.iter().flatten().find(|e| e.name == "PGPASSWORD").unwrap();
     assert_eq!(password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap().name, "orders-credentials");
@@ -84,7 +88,7 @@ async fn a_backup_of_a_database_without_an_engine_fails_and_says_why() {
 }
 
 async fn ready_postgres(databases: &Api<Database>, name: &str) {
-    let db = Database::new(name, DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
+    let db = Database::new(name, DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
     databases.create(&PostParams::default(), &db).await.unwrap();
     wait_until(&format!("{name} to be Ready"), CONVERGE, || async {
         (databases.get(name).await.ok()?.status?.phase? == Phase::Ready).then_some(())
@@ -103,15 +107,19 @@ async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_st
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "restore").await;
+    let ns = TestNamespace::create_restricted(&client, "restore", Nodes::Real).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
     ready_postgres(&databases, "orders").await;
+    // Rows the restore must bring back.
+    psql(&ns.name, "orders", "create table items (id int primary key, name text)");
+    psql(&ns.name, "orders", "insert into items select i, 'item ' || i from generate_series(1, 1000) i");
+    let written = psql(&ns.name, "orders", "select count(*), md5(string_agg(name, ',' order by id)) from items");
 
     // Restored from a backup that does not exist yet: it waits, without a pod.
     databases
-        .create(&PostParams::default(), &restored_from("copy", EngineKind::Postgres, "postgres:17", "orders-1"))
+        .create(&PostParams::default(), &restored_from("copy", EngineKind::Postgres, images::POSTGRES, "orders-1"))
         .await
         .unwrap();
     let waiting = wait_until("the copy to wait for its backup", CONVERGE, || async {
@@ -132,6 +140,10 @@ async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_st
     })
     .await;
     assert_eq!(restored.status.unwrap().endpoint.as_deref(), Some(format!("copy.{}.svc:5432", ns.name).as_str()));
+    // The data, read back from the restored server: the same rows, count and checksum.
+    let read = psql(&ns.name, "copy", "select count(*), md5(string_agg(name, ',' order by id)) from items");
+    assert_eq!(read, written, "the restored rows");
+    assert!(written.starts_with("1000|"), "{written}");
     // The first pod ran the restore before the server: its ReplicaSet's template has it.
     let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns.name);
     let first = replica_sets
@@ -170,7 +182,7 @@ async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_st
 
     // A dump of postgres cannot restore a redis.
     databases
-        .create(&PostParams::default(), &restored_from("cache", EngineKind::Redis, "redis:7.4", "orders-1"))
+        .create(&PostParams::default(), &restored_from("cache", EngineKind::Redis, images::REDIS, "orders-1"))
         .await
         .unwrap();
     let mismatch = wait_until("the redis restore to be refused", CONVERGE, || async {
@@ -185,13 +197,13 @@ async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_st
 async fn a_schedule_takes_backups_and_keeps_only_the_newest() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "schedule").await;
+    let ns = TestNamespace::create_restricted(&client, "schedule", Nodes::Real).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
     ready_postgres(&databases, "orders").await;
-    // Every two seconds (six fields: seconds first), keep two.
-    let schedule = json!({"spec": {"backup": {"schedule": "*/2 * * * * *", "keep": 2}}});
+    // Every five seconds (six fields: seconds first: a real dump takes a few), keep two.
+    let schedule = json!({"spec": {"backup": {"schedule": "*/5 * * * * *", "keep": 2}}});
     databases.patch("orders", &PatchParams::default(), &Patch::Merge(&schedule)).await.unwrap();
 
     let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
@@ -227,16 +239,16 @@ async fn a_schedule_takes_backups_and_keeps_only_the_newest() {
 async fn an_upgrade_with_backup_first_rolls_only_after_its_backup_completed() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "backup-first").await;
+    let ns = TestNamespace::create_restricted(&client, "backup-first", Nodes::Real).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
     ready_postgres(&databases, "orders").await;
-    let upgrade = json!({"spec": {"image": "postgres:17.2", "upgrade": {"backupFirst": true}}});
+    let upgrade = json!({"spec": {"image": images::POSTGRES_TRIXIE, "upgrade": {"backupFirst": true}}});
     databases.patch("orders", &PatchParams::default(), &Patch::Merge(&upgrade)).await.unwrap();
-    let db = wait_until("postgres:17.2 to be the current image", CONVERGE, || async {
+    let db = wait_until("the new image to be the current one", CONVERGE, || async {
         let db = databases.get("orders").await.ok()?;
-        (db.status.as_ref()?.current_image.as_deref() == Some("postgres:17.2")).then_some(db)
+        (db.status.as_ref()?.current_image.as_deref() == Some(images::POSTGRES_TRIXIE)).then_some(db)
     })
     .await;
     let taken = backups.list(&Default::default()).await.unwrap().items;
@@ -245,7 +257,7 @@ async fn an_upgrade_with_backup_first_rolls_only_after_its_backup_completed() {
     let status = pre.status.clone().unwrap();
     assert_eq!(
         (status.phase, status.image.as_deref()),
-        (Some(BackupPhase::Completed), Some("postgres:17")),
+        (Some(BackupPhase::Completed), Some(images::POSTGRES)),
         "of the old image"
     );
     assert!(db.status.unwrap().upgrade.is_none(), "the upgrade is over");
@@ -253,7 +265,7 @@ async fn an_upgrade_with_backup_first_rolls_only_after_its_backup_completed() {
     let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(client.clone(), &ns.name);
     let rolled = replica_sets.list(&Default::default()).await.unwrap().items.into_iter().find(|rs| {
         rs.spec.as_ref().and_then(|s| s.template.as_ref()?.spec.as_ref()?.containers.first()?.image.clone()).as_deref()
-            == Some("postgres:17.2")
+            == Some(images::POSTGRES_TRIXIE)
     });
     let created = rolled.expect("the new image's ReplicaSet").metadata.creation_timestamp.unwrap();
     assert!(created.0 >= status.completion_time.unwrap().0, "rolled at {created:?}, before the backup completed");

@@ -59,6 +59,57 @@ where
     }
 }
 
+/// Where a test namespace's pods go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Nodes {
+    /// The kwok nodes: pods are scheduled and reported Running and Ready, and never run.
+    Kwok,
+    /// The real node: pods run (containerd and a kubelet), their probes decide Ready.
+    Real,
+}
+
+/// The engines' images the real node has. No registry is reachable here, so
+/// hack/engine-images.sh builds them from Debian's packages under the official images' names
+/// (the mysql engine gets a MySQL-protocol image, MariaDB underneath) and hack/test.sh imports
+/// them into the node's containerd.
+pub(crate) mod images {
+    /// postgres 17 (Debian trixie's).
+    pub(crate) const POSTGRES: &str = "postgres:17";
+    /// The same postgres 17 build under its Debian suite's tag, as the official images tag
+    /// theirs: another image, for a rollout whose server reads the same data directory.
+    pub(crate) const POSTGRES_TRIXIE: &str = "postgres:17-trixie";
+    /// postgres 15 (Debian bookworm's): an older major version.
+    pub(crate) const POSTGRES_15: &str = "postgres:15";
+    /// MariaDB 11.8.
+    pub(crate) const MARIADB: &str = "mariadb:11.8";
+    /// The mysql engine's image here: MariaDB 11.8 answering the MySQL protocol and the
+    /// official mysql image's environment.
+    pub(crate) const MYSQL: &str = "localhost/mysql-protocol:11.8";
+    /// redis 8.0.
+    pub(crate) const REDIS: &str = "redis:8.0";
+    /// An image no node has and no registry here serves: its pods never start.
+    pub(crate) const MISSING: &str = "postgres:17-not-built-here";
+}
+
+/// Runs `sql` in the postgres of Database `database` in `namespace`, inside its container
+/// (`kubectl exec`, psql on the server's local socket as the application user) and returns
+/// what psql printed, unaligned and without headers (`count|checksum`). Panics with psql's
+/// words when it fails.
+pub(crate) fn psql(namespace: &str, database: &str, sql: &str) -> String {
+    let output = std::process::Command::new("kubectl")
+        .args(["exec", "-n", namespace, &format!("deployment/{database}"), "-c", "database", "--"])
+        .args(["psql", "--username=app", "--dbname=app", "--no-align", "--tuples-only", "--set=ON_ERROR_STOP=1"])
+        .args(["--command", sql])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "psql in {namespace}/{database}: {sql}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
 /// A namespace of the test's own, so tests run in parallel; deleted when dropped.
 pub(crate) struct TestNamespace {
     /// The namespace's name.
@@ -124,10 +175,14 @@ impl TestNamespace {
 }
 
 impl TestNamespace {
-    /// A namespace like [`TestNamespace::create`]'s that enforces, warns and audits the
+    /// A namespace like [`TestNamespace::create`]'s (or, on the real node,
+    /// [`TestNamespace::create_on_real_node`]'s) that enforces, warns and audits the
     /// "restricted" Pod Security level.
-    pub(crate) async fn create_restricted(client: &Client, prefix: &str) -> Self {
-        let ns = Self::create(client, prefix).await;
+    pub(crate) async fn create_restricted(client: &Client, prefix: &str, nodes: Nodes) -> Self {
+        let ns = match nodes {
+            Nodes::Kwok => Self::create(client, prefix).await,
+            Nodes::Real => Self::create_on_real_node(client, prefix).await,
+        };
         let restricted = serde_json::json!({"metadata": {"labels": {
             "pod-security.kubernetes.io/enforce": "restricted",
             "pod-security.kubernetes.io/warn": "restricted",

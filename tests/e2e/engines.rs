@@ -1,8 +1,11 @@
 //! Databases with an engine on the real plane, in namespaces that enforce the "restricted" Pod
-//! Security level: the credentials Secret, the bound claim (kube-controller-manager's binder
-//! and host-path provisioner), the Deployment (port, env from the Secret, probes, security
-//! context, Recreate) and the Service; storage that grows and never shrinks, a retained claim
-//! taken back by a new Database, a Secret of one's own, and what the CRD refuses.
+//! Security level: the credentials Secret, the bound claim, the Deployment (port, env from the
+//! Secret, probes, security context, Recreate) and the Service; storage that grows and never
+//! shrinks, a retained claim taken back by a new Database, a Secret of one's own, and what the
+//! CRD refuses. Where the meaning depends on the database running (each engine Ready, storage,
+//! a Secret of one's own, no password in any log), the pods run on the plane's real node with
+//! the engines' images of hack/engine-images.sh, and Ready is the engine's own probe; the rest
+//! run on kwok.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,9 +20,11 @@ use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_core::{ApiResource, DynamicObject, ObjectMeta};
 use serde_json::json;
 
-use crate::common::{Operator, TestNamespace, client, install_crd, wait_until};
+use crate::common::{Nodes, Operator, TestNamespace, client, images, install_crd, wait_until};
 
-const CONVERGE: Duration = Duration::from_secs(90);
+/// Long enough for a real database's first start (initialising its data directory) on a busy
+/// two-core machine.
+const CONVERGE: Duration = Duration::from_secs(180);
 
 struct Fixture {
     client: Client,
@@ -28,10 +33,10 @@ struct Fixture {
     _operator: Operator,
 }
 
-async fn fixture(prefix: &str) -> Fixture {
+async fn fixture(prefix: &str, nodes: Nodes) -> Fixture {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, prefix).await;
+    let ns = TestNamespace::create_restricted(&client, prefix, nodes).await;
     Fixture {
         databases: Api::namespaced(client.clone(), &ns.name),
         _operator: Operator::start(&client, &ns.name),
@@ -77,20 +82,20 @@ fn decoded(secret: &Secret) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn each_engine_gets_its_secret_claim_port_probes_and_a_restricted_pod_and_becomes_ready() {
-    let f = fixture("engines").await;
+    let f = fixture("engines", Nodes::Real).await;
     let engines = [
         (
             EngineKind::Postgres,
-            "postgres:17",
+            images::POSTGRES,
             "postgres",
             5432,
             "/var/lib/postgresql/data",
             "pg_isready",
             "postgresql://",
         ),
-        (EngineKind::Mysql, "mysql:8.4", "mysql", 3306, "/var/lib/mysql", "mysqladmin", "mysql://"),
-        (EngineKind::Mariadb, "mariadb:11.4", "mariadb", 3306, "/var/lib/mysql", "healthcheck.sh", "mariadb://"),
-        (EngineKind::Redis, "redis:7.4", "redis", 6379, "/data", "sh", "redis://"),
+        (EngineKind::Mysql, images::MYSQL, "mysql", 3306, "/var/lib/mysql", "mysqladmin", "mysql://"),
+        (EngineKind::Mariadb, images::MARIADB, "mariadb", 3306, "/var/lib/mysql", "healthcheck.sh", "mariadb://"),
+        (EngineKind::Redis, images::REDIS, "redis", 6379, "/data", "sh", "redis://"),
     ];
     for (engine, image, name, ..) in engines {
         f.databases.create(&PostParams::default(), &engine_database(name, engine, image)).await.unwrap();
@@ -148,8 +153,8 @@ async fn each_engine_gets_its_secret_claim_port_probes_and_a_restricted_pod_and_
 
 #[tokio::test]
 async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new_database() {
-    let f = fixture("storage").await;
-    let mut db = engine_database("orders", EngineKind::Postgres, "postgres:17");
+    let f = fixture("storage", Nodes::Real).await;
+    let mut db = engine_database("orders", EngineKind::Postgres, images::POSTGRES);
     db.spec.storage = Some(Box::new(Storage { reclaim_policy: Some(ReclaimPolicy::Retain), ..Default::default() }));
     f.databases.create(&PostParams::default(), &db).await.unwrap();
     f.ready("orders").await;
@@ -163,6 +168,12 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
     wait_until("the claim to request 3Gi", CONVERGE, || async {
         let claim = claims.get("orders-data").await.ok()?;
         (claim.spec?.resources?.requests?["storage"].0 == "3Gi").then_some(())
+    })
+    .await;
+    // ... and the volume grows (the plane's provisioner resizes as a storage driver would).
+    wait_until("the claim's capacity to be 3Gi", CONVERGE, || async {
+        let claim = claims.get("orders-data").await.ok()?;
+        (claim.status?.capacity?["storage"].0 == "3Gi").then_some(())
     })
     .await;
     // Shrinking: refused at admission, naming the rule.
@@ -185,7 +196,7 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
 
 #[tokio::test]
 async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
-    let f = fixture("own-secret").await;
+    let f = fixture("own-secret", Nodes::Real).await;
     let secret = Secret {
         metadata: ObjectMeta { name: Some("mine".into()), ..Default::default() },
         string_data: Some(BTreeMap::from([
@@ -195,7 +206,7 @@ async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
         ..Default::default()
     };
     f.api::<Secret>().create(&PostParams::default(), &secret).await.unwrap();
-    let mut db = engine_database("orders", EngineKind::Mysql, "mysql:8.4");
+    let mut db = engine_database("orders", EngineKind::Mysql, images::MYSQL);
     db.spec.credentials = Some(Box::new(Credentials { secret_name: Some("mine".into()) }));
     f.databases.create(&PostParams::default(), &db).await.unwrap();
     let db = f.ready("orders").await;
@@ -209,7 +220,7 @@ async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
 
 #[tokio::test]
 async fn a_foreign_claim_of_the_same_name_is_left_alone_and_reported() {
-    let f = fixture("foreign-claim").await;
+    let f = fixture("foreign-claim", Nodes::Kwok).await;
     let foreign = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "orders-data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}}});
     let claims: Api<PersistentVolumeClaim> = f.api();
@@ -234,7 +245,7 @@ async fn a_foreign_claim_of_the_same_name_is_left_alone_and_reported() {
 
 #[tokio::test]
 async fn the_crd_refuses_what_an_engine_database_cannot_be() {
-    let f = fixture("engine-rules").await;
+    let f = fixture("engine-rules", Nodes::Kwok).await;
     // Untyped, so that values the Rust types cannot hold reach the apiserver.
     let api: Api<DynamicObject> =
         Api::namespaced_with(f.client.clone(), &f.ns.name, &ApiResource::erase::<Database>(&()));
@@ -272,7 +283,8 @@ async fn the_crd_refuses_what_an_engine_database_cannot_be() {
 }
 
 /// No password in the operator's log (at its most verbose level, where request traces are),
-/// in Events, in a Database's status, or in /metrics: plain or base64-encoded.
+/// in Events, in a Database's status, in /metrics, or in the database pods' own logs (they
+/// run for real): plain or base64-encoded.
 #[tokio::test]
 async fn a_password_never_appears_in_logs_events_status_or_metrics() {
     use base64::Engine as _;
@@ -280,7 +292,7 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
 
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "no-leak").await;
+    let ns = TestNamespace::create_restricted(&client, "no-leak", Nodes::Real).await;
     let dir = std::env::temp_dir().join(format!("database-operator-no-leak-{:08x}", rand::random::<u32>()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("operator.log");
@@ -295,7 +307,7 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
         .unwrap();
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     for (name, engine, image) in
-        [("orders", EngineKind::Postgres, "postgres:17"), ("sessions", EngineKind::Redis, "redis:7.4")]
+        [("orders", EngineKind::Postgres, images::POSTGRES), ("sessions", EngineKind::Redis, images::REDIS)]
     {
         databases.create(&PostParams::default(), &engine_database(name, engine, image)).await.unwrap();
     }
@@ -315,14 +327,28 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
     let statuses = serde_json::to_string(&databases.list(&Default::default()).await.unwrap().items).unwrap();
     let output = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    let mut pod_logs = String::new();
+    for name in ["orders", "sessions"] {
+        let logs = Command::new("kubectl")
+            .args(["logs", "-n", &ns.name, &format!("deployment/{name}"), "-c", "database"])
+            .output()
+            .unwrap();
+        assert!(logs.status.success(), "kubectl logs {name}: {}", String::from_utf8_lossy(&logs.stderr));
+        pod_logs.push_str(&String::from_utf8_lossy(&logs.stdout));
+    }
+    assert!(pod_logs.contains("database system is ready"), "postgres's own log: {pod_logs}");
     assert!(output.lines().count() > 50, "trace logging produced little");
     assert!(output.contains("wrote Secret"), "the log covers the Secrets' creation");
     for name in ["orders-credentials", "sessions-credentials"] {
         let password = decoded(&secrets.get(name).await.unwrap())["password"].clone();
         let encoded = base64::engine::general_purpose::STANDARD.encode(&password);
-        for (place, text) in
-            [("the log", &output), ("the Events", &events), ("the statuses", &statuses), ("/metrics", &scrape)]
-        {
+        for (place, text) in [
+            ("the log", &output),
+            ("the Events", &events),
+            ("the statuses", &statuses),
+            ("/metrics", &scrape),
+            ("the pods' logs", &pod_logs),
+        ] {
             assert!(!text.contains(&password) && !text.contains(&encoded), "the password of {name} is in {place}");
         }
     }
@@ -332,7 +358,7 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
 /// so with the real cause, instead of waiting in silence for a claim nothing will provision.
 #[tokio::test]
 async fn a_storage_class_that_does_not_exist_is_reported_with_its_name() {
-    let f = fixture("no-class").await;
+    let f = fixture("no-class", Nodes::Kwok).await;
     let mut db = engine_database("orders", EngineKind::Postgres, "postgres:17");
     db.spec.storage =
         Some(Box::new(Storage { storage_class_name: Some("no-such-class".into()), ..Default::default() }));
@@ -375,7 +401,7 @@ async fn a_storage_class_that_does_not_exist_is_reported_with_its_name() {
 #[tokio::test]
 async fn a_quota_that_refuses_the_claim_is_reported_in_its_own_words() {
     use k8s_openapi::api::core::v1::ResourceQuota;
-    let f = fixture("quota").await;
+    let f = fixture("quota", Nodes::Kwok).await;
     let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-claims"},
         "spec": {"hard": {"persistentvolumeclaims": "0"}}});
     let quotas: Api<ResourceQuota> = f.api();

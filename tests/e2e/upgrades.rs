@@ -1,7 +1,13 @@
 //! Safe upgrades on the real plane: a new image rolls and becomes the Database's current one;
 //! one that never becomes Ready times out and, with `policy: Rollback`, goes back; a new major
-//! version of the engine is refused unless allowed. The plane's `pod-never-ready` stage keeps
-//! the pods of an image whose tag ends in `-never-ready` running but unready.
+//! version of the engine is refused unless allowed.
+//!
+//! The rollouts run on the real node: the new server starts on the old one's data directory,
+//! and an image that no registry serves here never starts, as a broken or mistyped image does
+//! on a cluster. The major-version refusal runs on kwok: it is decided before any pod, and
+//! `allowMajor` rolls postgres 17 onto postgres 16's files, which only an image that migrates
+//! its data itself can read (the official ones, and ours, do not: on the real node the pod
+//! would never turn Ready).
 
 use std::time::Duration;
 
@@ -13,9 +19,10 @@ use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{TestNamespace, client, install_crd, wait_until};
+use crate::common::{Nodes, TestNamespace, client, images, install_crd, wait_until};
 
-const CONVERGE: Duration = Duration::from_secs(90);
+/// Long enough for a real database's first start on a busy two-core machine.
+const CONVERGE: Duration = Duration::from_secs(180);
 
 struct Fixture {
     databases: Api<Database>,
@@ -30,10 +37,10 @@ impl Drop for Fixture {
     }
 }
 
-async fn fixture(prefix: &str) -> Fixture {
+async fn fixture(prefix: &str, nodes: Nodes) -> Fixture {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, prefix).await;
+    let ns = TestNamespace::create_restricted(&client, prefix, nodes).await;
     let cancel = CancellationToken::new();
     let options = database_operator::operator::Options::new(Some(ns.name.clone()), 2);
     tokio::spawn(database_operator::operator::run(client.clone(), options, cancel.clone()));
@@ -97,20 +104,20 @@ fn degraded_reason(db: &Database) -> String {
 
 #[tokio::test]
 async fn a_new_image_rolls_and_becomes_the_current_one() {
-    let f = fixture("upgrade").await;
-    f.create("postgres:17", None).await;
-    f.set_image("postgres:17.2").await;
-    f.current_image("postgres:17.2").await;
-    assert_eq!(f.deployment_image().await, "postgres:17.2");
+    let f = fixture("upgrade", Nodes::Real).await;
+    f.create(images::POSTGRES, None).await;
+    f.set_image(images::POSTGRES_TRIXIE).await;
+    f.current_image(images::POSTGRES_TRIXIE).await;
+    assert_eq!(f.deployment_image().await, images::POSTGRES_TRIXIE);
 }
 
 #[tokio::test]
 async fn an_upgrade_that_never_becomes_ready_times_out_and_rolls_back() {
-    let f = fixture("rollback").await;
+    let f = fixture("rollback", Nodes::Real).await;
     let upgrade =
         UpgradeSpec { timeout: Some("5s".into()), policy: Some(UpgradePolicy::Rollback), ..Default::default() };
-    f.create("postgres:17", Some(upgrade)).await;
-    f.set_image("postgres:17.2-never-ready").await;
+    f.create(images::POSTGRES, Some(upgrade)).await;
+    f.set_image(images::MISSING).await;
     let upgrading = f.upgrade_state(UpgradeState::Upgrading).await;
     let progressing = upgrading.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Progressing").unwrap();
     assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("True", "Upgrading"));
@@ -119,8 +126,8 @@ async fn an_upgrade_that_never_becomes_ready_times_out_and_rolls_back() {
     assert_eq!(degraded_reason(&rolled_back), "UpgradeFailed");
     let status = rolled_back.status.as_ref().unwrap();
     assert_eq!(status.phase, Some(Phase::Degraded));
-    assert_eq!(status.current_image.as_deref(), Some("postgres:17"), "the image that was Ready");
-    assert_eq!(f.deployment_image().await, "postgres:17", "the Deployment went back");
+    assert_eq!(status.current_image.as_deref(), Some(images::POSTGRES), "the image that was Ready");
+    assert_eq!(f.deployment_image().await, images::POSTGRES, "the Deployment went back");
     // The old image serves again: Ready=True while Degraded says the spec is not what runs.
     wait_until("the rolled-back pod to be Ready", CONVERGE, || async {
         let db = f.databases.get("orders").await.ok()?;
@@ -132,17 +139,17 @@ async fn an_upgrade_that_never_becomes_ready_times_out_and_rolls_back() {
 
 #[tokio::test]
 async fn a_failed_upgrade_without_rollback_keeps_the_new_image() {
-    let f = fixture("no-rollback").await;
-    f.create("postgres:17", Some(UpgradeSpec { timeout: Some("5s".into()), ..Default::default() })).await;
-    f.set_image("postgres:17.2-never-ready").await;
+    let f = fixture("no-rollback", Nodes::Real).await;
+    f.create(images::POSTGRES, Some(UpgradeSpec { timeout: Some("5s".into()), ..Default::default() })).await;
+    f.set_image(images::MISSING).await;
     let failed = f.upgrade_state(UpgradeState::Failed).await;
     assert_eq!(degraded_reason(&failed), "UpgradeFailed");
-    assert_eq!(f.deployment_image().await, "postgres:17.2-never-ready");
+    assert_eq!(f.deployment_image().await, images::MISSING);
 }
 
 #[tokio::test]
 async fn a_new_major_version_is_refused_with_its_reason_unless_allowed() {
-    let f = fixture("major").await;
+    let f = fixture("major", Nodes::Kwok).await;
     f.create("postgres:16", None).await;
     f.set_image("postgres:17").await;
     let refused = f.upgrade_state(UpgradeState::Refused).await;
