@@ -99,8 +99,10 @@ fi
 if [ -n "${CONTAINERD_ADDRESS:-}" ]; then
   [ "$tool" = buildah ] || die "CONTAINERD_ADDRESS needs CONTAINER_TOOL=buildah (podman's store)"
   t0=$(date +%s)
+  # podman's archive names the image in its index (org.opencontainers.image.ref.name), which
+  # ctr takes as the image's name.
   podman save --quiet --format oci-archive "$IMAGE" |
-    ctr --address "$CONTAINERD_ADDRESS" -n k8s.io images import --index-name "$IMAGE" - >/dev/null
+    ctr --address "$CONTAINERD_ADDRESS" -n k8s.io images import - >/dev/null
   log "imported $IMAGE into the containerd at $CONTAINERD_ADDRESS in $(($(date +%s) - t0))s"
 fi
 echo "$IMAGE"
