@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::Client;
-use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use kube_core::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 
@@ -78,8 +78,6 @@ pub(crate) mod images {
     /// The same postgres 17 build under its Debian suite's tag, as the official images tag
     /// theirs: another image, for a rollout whose server reads the same data directory.
     pub(crate) const POSTGRES_TRIXIE: &str = "postgres:17-trixie";
-    /// postgres 15 (Debian bookworm's): an older major version.
-    pub(crate) const POSTGRES_15: &str = "postgres:15";
     /// MariaDB 11.8.
     pub(crate) const MARIADB: &str = "mariadb:11.8";
     /// The mysql engine's image here: MariaDB 11.8 answering the MySQL protocol and the
@@ -137,18 +135,14 @@ impl TestNamespace {
     /// restore, an upgrade, a probe). Panics with instructions when the plane has no real
     /// node Ready.
     pub(crate) async fn create_on_real_node(client: &Client, prefix: &str) -> Self {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let real = nodes.list(&ListParams::default().labels("type=real")).await.expect("list the real nodes");
-        let ready = real.items.iter().any(|node| {
-            node.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        });
+        let node = Api::<Node>::all(client.clone()).get_opt(REAL_NODE).await.expect("get the real node");
+        let ready = node
+            .and_then(|node| node.status?.conditions)
+            .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         assert!(
             ready,
-            "this test runs pods for real and the plane has no real node Ready (label type=real): start the \
-             plane with `NODES=kwok,real hack/control-plane.sh up` (hack/test.sh does)"
+            "this test runs pods for real and the plane has no real node Ready ({REAL_NODE}): start the plane \
+             with `NODES=kwok,real hack/control-plane.sh up` (hack/test.sh does)"
         );
         Self::create_on(client, prefix, "type=real").await
     }

@@ -183,7 +183,7 @@ impl RunningOperator {
         use futures::{StreamExt, TryStreamExt};
         use kube_client::api::{WatchEvent, WatchParams};
 
-        let mut logs = std::process::Command::new("kubectl")
+        let logs = std::process::Command::new("kubectl")
             .args(["logs", "--follow", "-n", &self.namespace, &self.pod, "-c", "manager"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
