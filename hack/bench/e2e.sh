@@ -19,7 +19,13 @@
 #   SVG=docs/reconcile-throughput.svg   ("" draws no plot)
 #   OPERATOR=target/release/database-operator
 #                     the operator binary measured (another build's, to compare two builds in
-#                     one sitting; the default is built from this tree)
+#                     one sitting; the default is built from this tree, any other path is
+#                     measured as it is, and its `crd` is what the plane gets)
+#   OPERATOR_IMAGE=   the binary measured as database-operator-image (default: hack/image.sh
+#                     builds the image, and its target/image/context/database-operator is
+#                     measured; a path given here is measured as it is, hack/image.sh unrun)
+#   TOOLS_PROFILE=release  the cargo profile of the probe, the bare writer and the kube-runtime
+#                     peer (hack/bench/tools.sh): dev only proves the harness (hack/test.sh)
 #   REPEAT=1          measure database-operator at WORKERS this many more times at the end,
 #                     to show the run-to-run spread on a shared machine
 #   UNRELATED=0       also seed this many Deployments of nobody's (0 replicas, in a namespace of
@@ -30,11 +36,12 @@
 #                     its own, hack/bench/cpu-limit.sh; needs root); the plane is not limited
 #
 # It builds what is missing (the control plane, the operator, the probe and the bare writer,
-# the peers), then for every run starts a fresh control plane PLANE (so every run starts from
-# the same state: an empty etcd, no leftover garbage collection or pods), seeds N parents,
-# measures, and stops the plane (also on failure). It prints the table, writes the plot, and
-# keeps each run's log and the apiserver's request counts in OUT/logs. It exits non-zero when
-# any run failed (after the table of the others), so a broken harness is a red test command.
+# the peers, the image; docs/benchmarks-e2e.md, "Builds and profiles"), then for every run
+# starts a fresh control plane PLANE (so every run starts from the same state: an empty etcd,
+# no leftover garbage collection or pods), seeds N parents, measures, and stops the plane (also
+# on failure). It prints the table, writes the plot, and keeps each run's log and the
+# apiserver's request counts in OUT/logs. It exits non-zero when any run failed (after the
+# table of the others), so a broken harness is a red test command.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -57,6 +64,7 @@ OUT=${OUT:-target/bench/e2e}
 SVG=${SVG-docs/reconcile-throughput.svg}
 REPEAT=${REPEAT:-1}
 OPERATOR=${OPERATOR:-target/release/database-operator}
+OPERATOR_IMAGE=${OPERATOR_IMAGE:-}
 
 start=$(date +%s)
 log() { printf '[e2e %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
@@ -70,15 +78,20 @@ if [ -n "${CPU_LIMIT:-}" ]; then
   log "every implementation runs under a CPU limit of $CPU_LIMIT (the plane does not)"
 fi
 
-log "building: control plane (cached in ~/.cache), operator, probe, bare writer, peers"
+# shellcheck source=hack/bench/tools.sh
+. hack/bench/tools.sh
+log "building: control plane (cached in ~/.cache), operator, probe, bare writer ($TOOLS_PROFILE profile), peers"
 hack/control-plane/build.sh >/dev/null
-cargo build --release -q --bin database-operator --example e2e-probe --example bare-writer
+build_tools "$OPERATOR" e2e-probe bare-writer
 hack/bench/build-peers.sh
 if [[ " $PEERS " == *" database-operator-image "* ]]; then
-  hack/image.sh >/dev/null
+  if [ -z "$OPERATOR_IMAGE" ]; then
+    hack/image.sh >/dev/null
+    OPERATOR_IMAGE=target/image/context/database-operator
+  fi
+  [ -x "$OPERATOR_IMAGE" ] || die "OPERATOR_IMAGE=$OPERATOR_IMAGE: no such executable"
 fi
-probe=target/release/examples/e2e-probe
-peers=target/peers
+log "built: operator $OPERATOR${OPERATOR_IMAGE:+ and $OPERATOR_IMAGE}; $TOOLS_PROFILE profile: $probe, $bare_writer, $kube_runtime_peer"
 
 printf 'label\timplementation\tworkers\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tload\tapiserver_cpu_seconds\tetcd_cpu_seconds\tkcm_cpu_seconds\tcpu_limit\tunrelated\tcommand\n' >"$results"
 # shellcheck source=hack/bench/plane.sh
@@ -142,7 +155,7 @@ for peer in $PEERS; do
       measure "$peer" "$peer" database "$WORKERS" "$OPERATOR" --kubeconfig "$KUBECONFIG" \
         --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 --priority-queue=false ;;
     database-operator-image)
-      measure "$peer" "$peer" database "$WORKERS" target/image/context/database-operator --kubeconfig "$KUBECONFIG" \
+      measure "$peer" "$peer" database "$WORKERS" "$OPERATOR_IMAGE" --kubeconfig "$KUBECONFIG" \
         --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 ;;
     sample-controller)
       measure "$peer" "$peer" foo "$WORKERS" "$peers/sample-controller-peer" -kubeconfig "$KUBECONFIG" \
@@ -151,13 +164,13 @@ for peer in $PEERS; do
       measure "$peer" "$peer" database "$WORKERS" "$peers/controller-runtime-peer" --kubeconfig "$KUBECONFIG" \
         --workers "$WORKERS" "${limits[@]}" ;;
     kube-runtime)
-      measure "$peer" "$peer" database "$WORKERS" "$peers/kube-runtime/release/kube-runtime-peer" \
+      measure "$peer" "$peer" database "$WORKERS" "$kube_runtime_peer" \
         --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
     bare-writer)
-      measure "$peer" "$peer" database "$WORKERS" target/release/examples/bare-writer --kubeconfig "$KUBECONFIG" \
+      measure "$peer" "$peer" database "$WORKERS" "$bare_writer" --kubeconfig "$KUBECONFIG" \
         --workers "$WORKERS" "${limits[@]}" ;;
     bare-writer-events)
-      measure "$peer" "$peer" database "$WORKERS" target/release/examples/bare-writer --kubeconfig "$KUBECONFIG" \
+      measure "$peer" "$peer" database "$WORKERS" "$bare_writer" --kubeconfig "$KUBECONFIG" \
         --workers "$WORKERS" "${limits[@]}" --events ;;
     *) die "unknown peer $peer" ;;
   esac

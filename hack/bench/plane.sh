@@ -1,6 +1,7 @@
 # Sourced by the benchmark scripts (hack/bench/e2e.sh, hack/bench/rollout.sh,
 # hack/bench/scale.sh): a fresh control plane per measurement. Expects PLANE, OUT and peers set,
-# and die defined.
+# and die defined; the Database CRD is the one OPERATOR prints (the binary measured, by default
+# target/release/database-operator).
 
 plane_dir=${XDG_CACHE_HOME:-$HOME/.cache}/database-operator/planes/$PLANE
 export KUBECONFIG=$plane_dir/kubeconfig
@@ -14,7 +15,7 @@ plane_up() {
   hack/control-plane.sh up >"$OUT/control-plane.log" 2>&1 || { cat "$OUT/control-plane.log" >&2; die "the control plane did not start"; }
   eval "$(hack/control-plane.sh env)"
   local crds=(crd/databases.example.com)
-  target/release/database-operator crd | kubectl apply -f - >/dev/null
+  "${OPERATOR:-target/release/database-operator}" crd | kubectl apply -f - >/dev/null
   if [ -f "$peers/sample-controller-crd.yaml" ]; then
     kubectl apply -f "$peers/sample-controller-crd.yaml" >/dev/null
     crds+=(crd/foos.samplecontroller.k8s.io)

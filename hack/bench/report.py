@@ -12,7 +12,8 @@ import os
 import platform
 
 OURS = "database-operator"
-# The binary the image ships (static, debug info stripped), measured beside target/release's.
+# The binary the image ships (static, debug info stripped), measured beside OPERATOR's
+# (target/release's unless the run named another).
 SHIPPED = "database-operator-image"
 # The operator with --priority-queue=false: client-go's one FIFO instead of the priority lane.
 FIFO = "database-operator-fifo"
@@ -113,7 +114,7 @@ def main():
             print()
         if SHIPPED in at:
             shipped = at[SHIPPED]
-            print(f"The shipped binary (the image's) / target/release's: throughput "
+            print(f"The shipped binary (the image's) / `{ours['command'].split()[0]}`'s: throughput "
                   f"**{shipped['per_second'] / ours['per_second']:.2f}x**, CPU-s "
                   f"**{shipped['cpu_seconds'] / ours['cpu_seconds']:.2f}x**, peak RSS "
                   f"**{shipped['rss_mib'] / ours['rss_mib']:.2f}x** [throughput >= 1, CPU-s and RSS "

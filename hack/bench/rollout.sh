@@ -17,6 +17,7 @@
 #                     --priority-queue=false (client-go's one FIFO); controller-runtime: the peer
 #                     (its priority queue is on by default since v0.23)
 #   PLANE=bench OUT=target/bench/rollout
+#   TOOLS_PROFILE=release   as hack/bench/e2e.sh (hack/bench/tools.sh)
 #   TIMEOUT=1800      seconds each phase may take before the probe gives up (a stopped rollout
 #                     still logs the latencies of the arrivals that converged)
 #
@@ -53,12 +54,12 @@ mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
 trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
 
+# shellcheck source=hack/bench/tools.sh
+. hack/bench/tools.sh
 log "building: control plane (cached in ~/.cache), operator, probe, peers"
 hack/control-plane/build.sh >/dev/null
-cargo build --release -q --bin database-operator --example e2e-probe
+build_tools target/release/database-operator e2e-probe
 hack/bench/build-peers.sh
-probe=target/release/examples/e2e-probe
-peers=target/peers
 # shellcheck source=hack/bench/plane.sh
 . hack/bench/plane.sh
 

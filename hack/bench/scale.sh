@@ -9,7 +9,10 @@
 #   PEERS="kube-runtime controller-runtime"  PEER_N=10000   the peers, at one N
 #   WORKERS=2 QPS=500 BURST=1000    as hack/bench/e2e.sh
 #   OPERATOR=target/release/database-operator   the operator binary measured (as in e2e.sh: to
-#                                   compare two builds in one sitting)
+#                                   compare two builds in one sitting; any other path is
+#                                   measured as it is, unbuilt)
+#   TOOLS_PROFILE=release           the probe's and the kube-runtime peer's cargo profile
+#                                   (hack/bench/tools.sh: dev only proves the harness)
 #   PLANE=bench OUT=target/bench/scale SVG=docs/scale.svg ("" draws no plot)
 #
 # Each run, on a fresh plane with room for every pod (a Database is settled only once its pod
@@ -54,12 +57,13 @@ mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
 trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
 
-log "building: control plane (cached in ~/.cache), operator, probe${PEERS:+, peers}"
+# shellcheck source=hack/bench/tools.sh
+. hack/bench/tools.sh
+log "building: control plane (cached in ~/.cache), operator, probe ($TOOLS_PROFILE profile)${PEERS:+, peers}"
 hack/control-plane/build.sh >/dev/null
-cargo build --release -q --bin database-operator --example e2e-probe
+build_tools "$OPERATOR" e2e-probe
 [ -z "$PEERS" ] || hack/bench/build-peers.sh
-probe=target/release/examples/e2e-probe
-peers=target/peers
+log "built: operator $OPERATOR; $TOOLS_PROFILE profile: $probe${PEERS:+, $kube_runtime_peer}"
 # shellcheck source=hack/bench/plane.sh
 . hack/bench/plane.sh
 
@@ -73,7 +77,7 @@ command_of() {
   case $1 in
     database-operator) echo "$OPERATOR" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" \
       --metrics-bind-address "${2:-0}" --metrics-secure=false --health-probe-bind-address 0 ;;
-    kube-runtime) echo "$peers/kube-runtime/release/kube-runtime-peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
+    kube-runtime) echo "$kube_runtime_peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
     controller-runtime) echo "$peers/controller-runtime-peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
     *) die "unknown implementation $1" ;;
   esac

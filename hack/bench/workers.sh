@@ -13,6 +13,7 @@
 #   IMPLS="database-operator kube-runtime"
 #   CPU_LIMIT=500m        "" runs unlimited
 #   QPS=500 BURST=1000    as hack/bench/e2e.sh
+#   TOOLS_PROFILE=release     as hack/bench/e2e.sh (hack/bench/tools.sh)
 #   PLANE=bench OUT=target/bench/workers SVG=docs/workers-latency.svg ("" draws no plot)
 #
 # Every run gets a fresh plane (as hack/bench/e2e.sh). results.tsv, results.md (a table per
@@ -42,12 +43,12 @@ results=$OUT/results.tsv
 proxy_pid=
 trap 'log "stopping"; [ -z "$proxy_pid" ] || kill "$proxy_pid" 2>/dev/null; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
 
+# shellcheck source=hack/bench/tools.sh
+. hack/bench/tools.sh
 log "building: control plane (cached in ~/.cache), operator, probe, proxy, peers"
 hack/control-plane/build.sh >/dev/null
-cargo build --release -q --bin database-operator --example e2e-probe --example delay-proxy
+build_tools target/release/database-operator e2e-probe delay-proxy
 hack/bench/build-peers.sh
-probe=target/release/examples/e2e-probe
-peers=target/peers
 # shellcheck source=hack/bench/plane.sh
 . hack/bench/plane.sh
 
@@ -63,7 +64,7 @@ for rtt in $RTTS; do
       # The implementation's kubeconfig points at the proxy, which forwards to the apiserver.
       server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
       upstream=${server#https://}
-      target/release/examples/delay-proxy --upstream "$upstream" --rtt-ms "$rtt" >"$OUT/logs/proxy.out" 2>"$OUT/logs/$label.proxy.log" &
+      "$delay_proxy" --upstream "$upstream" --rtt-ms "$rtt" >"$OUT/logs/proxy.out" 2>"$OUT/logs/$label.proxy.log" &
       proxy_pid=$!
       for _ in $(seq 50); do grep -q listening "$OUT/logs/proxy.out" && break; sleep 0.1; done
       proxied=$(sed -n 's/^listening on //p' "$OUT/logs/proxy.out")
@@ -74,7 +75,7 @@ for rtt in $RTTS; do
       case $impl in
         database-operator) command=(target/release/database-operator --kubeconfig "$OUT/kubeconfig" --workers "$workers"
           --kube-api-qps "$QPS" --kube-api-burst "$BURST" --metrics-bind-address 0 --health-probe-bind-address 0) ;;
-        kube-runtime) command=("$peers/kube-runtime/release/kube-runtime-peer" --kubeconfig "$OUT/kubeconfig" --workers "$workers"
+        kube-runtime) command=("$kube_runtime_peer" --kubeconfig "$OUT/kubeconfig" --workers "$workers"
           --kube-api-qps "$QPS" --kube-api-burst "$BURST") ;;
         controller-runtime) command=("$peers/controller-runtime-peer" --kubeconfig "$OUT/kubeconfig" --workers "$workers"
           --kube-api-qps "$QPS" --kube-api-burst "$BURST") ;;

@@ -1,0 +1,63 @@
+# shellcheck shell=bash disable=SC2034  # the variables are for the scripts that source this file
+# Sourced by the benchmark scripts (hack/bench/e2e.sh, scale.sh, rollout.sh, workers.sh and
+# build-peers.sh), from the repository's root: where the benchmark's own binaries are, and the
+# cargo profile they are built with.
+#
+#   TOOLS_PROFILE=release  the cargo profile of this crate's benchmark tools (the examples
+#                          e2e-probe, bare-writer and delay-proxy) and of the kube-runtime peer
+#                          (its own workspace, benches/peers/kube-runtime). Published figures
+#                          use release: fat LTO and one codegen unit in both workspaces, so the
+#                          two Rust implementations compare code, not compiler settings. `dev` is
+#                          for a run that only proves the harness and the builds (hack/test.sh's
+#                          tiny runs): no optimisation, and the dependencies the test build
+#                          already compiled (target/debug) are not compiled again; the bare
+#                          writer's and the kube-runtime peer's figures then measure unoptimised
+#                          code, so such a run's figures are never published.
+#
+# The operator is not a tool: OPERATOR names it (target/release/database-operator, the release
+# profile, by default), and the scripts that measure it build it in release whatever
+# TOOLS_PROFILE says.
+TOOLS_PROFILE=${TOOLS_PROFILE:-release}
+peers=target/peers
+case $TOOLS_PROFILE in
+  release)
+    probe=target/release/examples/e2e-probe
+    # The kube-runtime peer's release build keeps a target directory of its own: its fat-LTO
+    # build is what the published figures measure, and it is built as it always was.
+    kube_runtime_target=$peers/kube-runtime
+    kube_runtime_peer=$kube_runtime_target/release/kube-runtime-peer ;;
+  dev)
+    # Cargo names the dev profile's directory "debug".
+    probe=target/debug/examples/e2e-probe
+    # In this crate's target directory: the crates both dependency graphs hold with the same
+    # version, features and dependencies are then compiled once, by the test build that
+    # precedes the tiny runs in hack/test.sh (about half of the peer's; the rest differ,
+    # since kube-runtime switches on features our graph lacks, as syn's visit-mut, and cargo
+    # reuses a crate only when everything it was built from is the same): the peer's cold
+    # build takes about half the time (docs/benchmarks-e2e.md, "Builds and profiles").
+    kube_runtime_target=target
+    kube_runtime_peer=target/debug/kube-runtime-peer ;;
+  *) die "TOOLS_PROFILE=$TOOLS_PROFILE: use release (published figures) or dev (a check of the harness)" ;;
+esac
+bare_writer=${probe%/e2e-probe}/bare-writer
+delay_proxy=${probe%/e2e-probe}/delay-proxy
+
+# build_tools OPERATOR EXAMPLE...: this crate's examples in TOOLS_PROFILE, and the operator in
+# release when OPERATOR is this tree's (target/release/database-operator; another path is
+# measured as it is). With both in release, one cargo invocation, as every published round was
+# built: building an example brings in the dev-dependencies, whose features cargo unifies into
+# the whole build (tokio's test-util among them), so the operator built alone would be another
+# binary than the one the rounds measured.
+build_tools() {
+  local operator=$1 ours=() examples=() example
+  shift
+  [ "$operator" != target/release/database-operator ] || ours=(--bin database-operator)
+  for example in "$@"; do examples+=(--example "$example"); done
+  if [ "$TOOLS_PROFILE" = release ]; then
+    cargo build --release -q "${ours[@]}" "${examples[@]}"
+  else
+    [ ${#ours[@]} -eq 0 ] || cargo build --release -q "${ours[@]}"
+    cargo build --profile "$TOOLS_PROFILE" -q "${examples[@]}"
+  fi
+  [ -x "$operator" ] || die "OPERATOR=$operator: no such executable"
+}
