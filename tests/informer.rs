@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use database_operator::informer::{Config, EventHandler, Factory, Informer, InitialListMode, Metrics};
+use database_operator::informer::{Config, EventHandler, Factory, Informer, InitialListMode, Metrics, key_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_core::ObjectMeta;
@@ -207,9 +207,15 @@ async fn factory_shares_one_informer_per_kind_and_keeps_it_current() {
     let cancel = CancellationToken::new();
     let tasks = factory.start(cancel.clone());
     factory.wait_for_cache_sync(WAIT).await.expect("the factory's informers sync");
-    assert!(informer.store().is_empty());
-
+    // Synced: the cache holds what the namespace holds (kube-controller-manager's
+    // kube-root-ca.crt, which every namespace gets, as on any cluster).
     let api: Api<ConfigMap> = Api::namespaced(client, &ns.name);
+    let listed: Vec<String> = api.list(&Default::default()).await.expect("list").items.iter().map(key_of).collect();
+    let mut cached: Vec<String> = informer.store().list().iter().map(|c| key_of(c.as_ref())).collect();
+    cached.sort();
+    assert_eq!(cached, listed);
+    assert!(informer.store().get(&format!("{}/a", ns.name)).is_none());
+
     api.create(&PostParams::default(), &config_map("a", "1")).await.expect("create a");
     let store = informer.store();
     wait_until("a in the store", || async { store.get(&format!("{}/a", ns.name)).is_some() }).await;
