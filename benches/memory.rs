@@ -26,9 +26,9 @@
 use std::alloc::System;
 use std::sync::Arc;
 
-use database_operator::database::view::DeploymentView;
-use database_operator::informer::{EventHandler, Store};
+use database_operator::desired::DeploymentView;
 use k8s_openapi::api::apps::v1::Deployment;
+use operator_runtime::informer::{EventHandler, Store};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Builder;
 use tokio_util::sync::CancellationToken;

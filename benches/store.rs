@@ -30,9 +30,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use database_operator::informer::{CONTROLLER_UID_INDEX, EventHandler, Informer, NAMESPACE_INDEX, Store};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube_core::{ObjectMeta, WatchEvent};
+use operator_runtime::informer::{CONTROLLER_UID_INDEX, EventHandler, Informer, NAMESPACE_INDEX, Store};
 use tokio::runtime::{Builder, Runtime};
 use tokio_util::sync::CancellationToken;
 

@@ -42,8 +42,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use database_operator::workqueue::{Key, RateLimitingQueue};
 use futures::FutureExt;
+use operator_runtime::workqueue::{Key, RateLimitingQueue};
 use tokio::runtime::{Builder, Runtime};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Writes the CustomResourceDefinitions generated from the Rust types into manifests/crd/ and the
 # Helm chart's files/: `database-operator crd` prints them all; each goes to its own file.
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" generate-crds
 cargo run -q -- crd | python3 -c '
 import sys
 for document in sys.stdin.read().split("---\n"):

@@ -17,15 +17,9 @@
 # Installs buildah, podman and runc from the distribution's packages when they are missing
 # (Debian/Ubuntu, as root), and points CONTAINERS_CONF at hack/image/containers.conf unless it
 # is set. Prints the image's tag on its last line.
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
-start=$(date +%s)
-log() { printf '[image %4ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" image
 
-version=$(cargo metadata --no-deps --format-version 1 --offline 2>/dev/null |
-  python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "database-operator"))')
+version=$(crate_version)
 IMAGE=${IMAGE:-localhost/database-operator:$version}
 tool=${CONTAINER_TOOL:-buildah}
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$root/hack/image/containers.conf}

@@ -17,17 +17,11 @@
 #   DIST              the output directory (default dist)
 #
 # VERSION must be the crate's version (Cargo.toml) and have a section in CHANGELOG.md.
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
-start=$(date +%s)
-log() { printf '[release %4ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" release
 
 version=${1:-}
 [ -n "$version" ] || die "usage: hack/release.sh VERSION"
-crate_version=$(cargo metadata --no-deps --format-version 1 --offline 2>/dev/null |
-  python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "database-operator"))')
+crate_version=$(crate_version)
 [ "$version" = "$crate_version" ] || die "VERSION $version is not the crate's version ($crate_version): set it in Cargo.toml, Chart.yaml and manifests/kustomization.yaml first"
 grep -q "^## \[$version\]" CHANGELOG.md || die "CHANGELOG.md has no '## [$version]' section"
 repository=${IMAGE_REPOSITORY:-localhost/database-operator}
@@ -55,7 +49,7 @@ log "image $repository@$digest"
 log "rendering $dist/install.yaml"
 mkdir -p target
 overlay=$(mktemp -d "$root/target/release-overlay.XXXXXX")
-trap 'rm -rf "$overlay"' EXIT
+on_exit 'rm -rf "$overlay"'
 # manifests/kustomization.yaml names the local tag; the release names the pushed image by digest.
 base_image=$(kubectl kustomize manifests/ | sed -n 's/^ *image: //p' | head -n 1)
 cat >"$overlay/kustomization.yaml" <<EOF

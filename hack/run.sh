@@ -16,9 +16,7 @@
 # usage: hack/run.sh [operator flags...]     e.g. hack/run.sh --workers 4
 #
 #   NODES   the local plane's nodes: real (the default where the machine allows) or kwok
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-log() { printf '[run] %s\n' "$*" >&2; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" run
 
 # The cluster the operator is pointed at, so that kubectl talks to the same one. A flag given
 # twice takes its last value, as the operator's own parsing does.

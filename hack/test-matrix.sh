@@ -13,15 +13,13 @@
 #   OUT        default target/test-matrix: results.md (the README's table rows) and each log
 #
 # Goes on after a failing version, and exits non-zero if any failed.
-set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" matrix
+# lib.sh stops at the first failure; the matrix goes on after a failing version.
+set +e
 VERSIONS=${VERSIONS:-v1.34.4 v1.35.4 v1.36.3 v1.37.2}
 VARIANTS=${VARIANTS-v1.37.2:WatchList=false}
 OUT=${OUT:-target/test-matrix}
 mkdir -p "$OUT"
-start=$(date +%s)
-log() { printf '[matrix %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
 
 runs=()
 for version in $VERSIONS; do runs+=("$version:"); done

@@ -13,14 +13,11 @@
 #
 #   FAULTS=0   skip the fault suite (hack/test-matrix.sh does, on every version)
 #   BENCH=0    skip the tiny benchmark runs (hack/test-matrix.sh does too)
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-start=$(date +%s)
-log() { printf '[test %4ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" test
 
 # A plane of the suite's own, so a developer's running plane is left alone.
 export PLANE=${PLANE:-test-$$}
-trap 'hack/control-plane.sh down || true' EXIT
+stop_plane_on_exit
 
 log "building the control plane (cached under ~/.cache after the first run)"
 hack/control-plane/build.sh >/dev/null

@@ -76,8 +76,7 @@ pub struct RunArgs {
 
     /// Threads of the async runtime. 1 (the default) runs everything on one thread: the
     /// operator waits on the network almost all the time, and one thread saves the wake-ups
-    /// between threads (docs/benchmarks-e2e.md, "Round 5: one runtime thread", measures what
-    /// they cost). Raise it when decoding a very large cluster's lists and watches outgrows one
+    /// between threads (docs/benchmarks-e2e.md measures what they cost). Raise it when decoding a very large cluster's lists and watches outgrows one
     /// core.
     #[arg(long, env = "RUNTIME_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..), global = true)]
     pub runtime_threads: u16,
@@ -160,6 +159,13 @@ pub struct RunArgs {
     /// How often replicas try to acquire or renew the Lease.
     #[arg(long, env = "LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
     pub leader_elect_retry_period: Duration,
+
+    /// For the rollout benchmark only (hack/bench/rollout.sh): put the label
+    /// bench.example.com/rollout with this value on every Deployment and its pod template, so a
+    /// start with a new value changes every Deployment at once, as an operator upgrade that
+    /// changes the pod template would.
+    #[arg(long, env = "DATABASE_OPERATOR_BENCH_ROLLOUT", hide = true, global = true)]
+    pub bench_rollout_marker: Option<String>,
 
     /// How long in-flight reconciles may run after SIGTERM before the operator exits.
     #[arg(long, env = "GRACEFUL_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, global = true)]

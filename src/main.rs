@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use database_operator::cli::{Cli, Command, LogFormat, bind_address, log_filter};
-use database_operator::ops::{self, leader};
-use database_operator::{client, database, operator};
+use database_operator::{api, operator};
+use operator_runtime::client;
+use operator_runtime::ops::{self, leader};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -15,7 +16,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Crd) = cli.command {
-        print!("{}---\n{}", database::crd_yaml(), database_operator::backup::crd_yaml());
+        print!("{}---\n{}", api::crd_yaml(), api::backup_crd_yaml());
         return ExitCode::SUCCESS;
     }
     let args = cli.run_args();
@@ -103,6 +104,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         lease_client,
         events_client: Some(events_client),
         request_metrics: Some(request_metrics),
+        rollout_marker: args.bench_rollout_marker.clone().filter(|marker| !marker.is_empty()),
     };
 
     let cancel = CancellationToken::new();

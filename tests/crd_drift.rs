@@ -11,8 +11,8 @@ const REGENERATE: &str = "hack/generate-crds.sh";
 
 #[test]
 fn crd_manifests_match_the_generated_crds() {
-    assert_matches("manifests/crd/example.com_databases.yaml", &database_operator::database::crd_yaml());
-    assert_matches("manifests/crd/example.com_databasebackups.yaml", &database_operator::backup::crd_yaml());
+    assert_matches("manifests/crd/example.com_databases.yaml", &database_operator::api::crd_yaml());
+    assert_matches("manifests/crd/example.com_databasebackups.yaml", &database_operator::api::backup_crd_yaml());
 }
 
 fn assert_matches(manifest: &str, generated: &str) {

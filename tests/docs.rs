@@ -152,10 +152,10 @@ fn every_subcommand_takes_only_the_flags_of_run_and_is_named_in_the_readme() {
 /// its `Debug` output prints them (`Descriptor { name: "workqueue_adds", .. }`, without the
 /// type: prometheus-client offers no other way to list them).
 async fn served_families() -> BTreeMap<String, Option<String>> {
-    use database_operator::client::RequestMetrics;
-    use database_operator::events::Recorder;
     use database_operator::operator::{Metrics, Options};
-    use database_operator::ops::leader;
+    use operator_runtime::client::RequestMetrics;
+    use operator_runtime::events::Recorder;
+    use operator_runtime::ops::leader;
 
     // A client that is never called: the recorder's task only writes the events it is given.
     let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());

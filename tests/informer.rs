@@ -9,10 +9,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use database_operator::informer::{Config, EventHandler, Factory, Informer, InitialListMode, Metrics, key_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_core::ObjectMeta;
+use operator_runtime::informer::{Config, EventHandler, Factory, Informer, InitialListMode, Metrics, key_of};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

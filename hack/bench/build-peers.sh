@@ -6,14 +6,9 @@
 #   kube-runtime/release/kube-runtime-peer   benches/peers/kube-runtime (Rust, kube-runtime);
 #                            with TOOLS_PROFILE=dev (a check of the harness, hack/bench/tools.sh)
 #                            target/debug/kube-runtime-peer instead
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" build-peers
 out=$root/target/peers
 mkdir -p "$out"
-start=$(date +%s)
-log() { printf '[build-peers %4ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 # shellcheck source=hack/bench/tools.sh
 . hack/bench/tools.sh
 

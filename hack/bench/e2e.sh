@@ -42,9 +42,7 @@
 # on failure). It prints the table, writes the plot, and keeps each run's log and the
 # apiserver's request counts in OUT/logs. It exits non-zero when any run failed (after the
 # table of the others), so a broken harness is a red test command.
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" e2e
 
 N=${N:-2000}
 WORKERS=${WORKERS:-2}
@@ -66,14 +64,11 @@ REPEAT=${REPEAT:-1}
 OPERATOR=${OPERATOR:-target/release/database-operator}
 OPERATOR_IMAGE=${OPERATOR_IMAGE:-}
 
-start=$(date +%s)
-log() { printf '[e2e %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
 
-trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
+stop_plane_on_exit
 if [ -n "${CPU_LIMIT:-}" ]; then
   log "every implementation runs under a CPU limit of $CPU_LIMIT (the plane does not)"
 fi
@@ -140,40 +135,23 @@ PY
   hack/control-plane.sh down >/dev/null 2>&1
 }
 
-limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST")
 # ours LABEL WORKERS: database-operator with WORKERS workers.
 ours() {
-  measure "$1" database-operator database "$2" "$OPERATOR" --kubeconfig "$KUBECONFIG" \
-    --workers "$2" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0
+  implementation_command database-operator "$2" "$KUBECONFIG" "$OPERATOR"
+  measure "$1" database-operator database "$2" "${command[@]}"
 }
 
 # The comparison at WORKERS first, then the sweep (its WORKERS point is not measured twice).
 ours database-operator "$WORKERS"
 for peer in $PEERS; do
   case $peer in
-    database-operator-fifo)
-      measure "$peer" "$peer" database "$WORKERS" "$OPERATOR" --kubeconfig "$KUBECONFIG" \
-        --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 --priority-queue=false ;;
-    database-operator-image)
-      measure "$peer" "$peer" database "$WORKERS" "$OPERATOR_IMAGE" --kubeconfig "$KUBECONFIG" \
-        --workers "$WORKERS" "${limits[@]}" --metrics-bind-address 0 --health-probe-bind-address 0 ;;
-    sample-controller)
-      measure "$peer" "$peer" foo "$WORKERS" "$peers/sample-controller-peer" -kubeconfig "$KUBECONFIG" \
-        -workers "$WORKERS" -kube-api-qps "$QPS" -kube-api-burst "$BURST" ;;
-    controller-runtime)
-      measure "$peer" "$peer" database "$WORKERS" "$peers/controller-runtime-peer" --kubeconfig "$KUBECONFIG" \
-        --workers "$WORKERS" "${limits[@]}" ;;
-    kube-runtime)
-      measure "$peer" "$peer" database "$WORKERS" "$kube_runtime_peer" \
-        --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
-    bare-writer)
-      measure "$peer" "$peer" database "$WORKERS" "$bare_writer" --kubeconfig "$KUBECONFIG" \
-        --workers "$WORKERS" "${limits[@]}" ;;
-    bare-writer-events)
-      measure "$peer" "$peer" database "$WORKERS" "$bare_writer" --kubeconfig "$KUBECONFIG" \
-        --workers "$WORKERS" "${limits[@]}" --events ;;
-    *) die "unknown peer $peer" ;;
+    database-operator-image) implementation_command database-operator "$WORKERS" "$KUBECONFIG" "$OPERATOR_IMAGE" ;;
+    database-operator-fifo) implementation_command "$peer" "$WORKERS" "$KUBECONFIG" "$OPERATOR" ;;
+    *) implementation_command "$peer" "$WORKERS" "$KUBECONFIG" ;;
   esac
+  kind=database
+  [ "$peer" != sample-controller ] || kind=foo
+  measure "$peer" "$peer" "$kind" "$WORKERS" "${command[@]}"
 done
 for workers in $SWEEP; do
   [ "$workers" = "$WORKERS" ] && continue

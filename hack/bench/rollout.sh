@@ -26,9 +26,7 @@
 # its CPU stays idle for 3 s, and what it wrote to the Databases, their children and Events:
 # nothing is expected); then the restart with the switch and the arrivals. results.tsv holds
 # the three rows.
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" rollout
 
 N=${N:-2000}
 ARRIVALS=${ARRIVALS:-40}
@@ -46,13 +44,10 @@ export KWOK_NODE_PODS=${KWOK_NODE_PODS:-10000}
 OUT=${OUT:-target/bench/rollout}
 TIMEOUT=${TIMEOUT:-1800}
 
-start=$(date +%s)
-log() { printf '[rollout %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
-trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
+stop_plane_on_exit
 
 # shellcheck source=hack/bench/tools.sh
 . hack/bench/tools.sh
@@ -64,20 +59,8 @@ hack/bench/build-peers.sh
 . hack/bench/plane.sh
 
 printf 'implementation\tphase\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tarrivals\tarrival_p50_s\tarrival_p99_s\tarrival_max_s\tbusy_seconds\twrites\n' >"$results"
-limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST")
 failed=()
 
-# command_of IMPL: the implementation's command line.
-command_of() {
-  case $1 in
-    priority) echo target/release/database-operator --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" \
-      --metrics-bind-address 0 --health-probe-bind-address 0 ;;
-    fifo) echo target/release/database-operator --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" \
-      --metrics-bind-address 0 --health-probe-bind-address 0 --priority-queue=false ;;
-    controller-runtime) echo "$peers/controller-runtime-peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
-    *) die "unknown implementation $1" ;;
-  esac
-}
 
 # record IMPL PHASE LINE [REQUESTS]: one row of results.tsv from the probe's JSON line; with
 # the apiserver's request counts, the writes to Databases, Deployments, Services and Events
@@ -103,7 +86,11 @@ PY
 }
 
 for impl in $IMPLS; do
-  read -r -a command <<<"$(command_of "$impl")"
+  case $impl in
+    priority) implementation_command database-operator "$WORKERS" "$KUBECONFIG" ;;
+    fifo) implementation_command database-operator-fifo "$WORKERS" "$KUBECONFIG" ;;
+    *) implementation_command "$impl" "$WORKERS" "$KUBECONFIG" ;;
+  esac
   namespaces=fleet-0,fleet-1,fleet-2,fleet-3
   probe_run=("$probe" run --kind database --n "$N" --namespaces "$namespaces" --timeout "$TIMEOUT")
   log "[$impl] fresh control plane; seeding $N Databases"

@@ -32,9 +32,7 @@
 #      its relists (informer_relists_total, scraped); for the peers, the apiserver's count of
 #      Database lists and watches since its restart tells a relist from a resumed watch.
 # results.tsv holds one row per run; the report (hack/bench/scale_report.py) the table and plot.
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" scale
 
 LADDER=${LADDER:-1000 5000 10000 20000}
 PEERS=${PEERS-kube-runtime controller-runtime}
@@ -49,13 +47,10 @@ export KWOK_NODE_PODS=${KWOK_NODE_PODS:-10000}
 OUT=${OUT:-target/bench/scale}
 SVG=${SVG-docs/scale.svg}
 
-start=$(date +%s)
-log() { printf '[scale %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
-trap 'log "stopping control plane $PLANE"; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
+stop_plane_on_exit
 
 # shellcheck source=hack/bench/tools.sh
 . hack/bench/tools.sh
@@ -68,19 +63,13 @@ log "built: operator $OPERATOR; $TOOLS_PROFILE profile: $probe${PEERS:+, $kube_r
 . hack/bench/plane.sh
 
 printf 'implementation\tn\tconverge_s\tconverge_cpu_s\tconverge_rss_mib\tsync_s\tsync_cpu_s\tsync_rss_mib\tsteady_rss_mib\trelist_s\trelist_rss_mib\tlists\twatches\trelists\n' >"$results"
-limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST")
 failed=()
 
-# command_of IMPL [METRICS_ADDRESS]: the implementation's command line (ours serves plain-HTTP
-# metrics on METRICS_ADDRESS when given).
+# command_of IMPL [METRICS_ADDRESS]: sets `command` to the implementation's command line (ours
+# serves plain-HTTP metrics on METRICS_ADDRESS when given).
 command_of() {
-  case $1 in
-    database-operator) echo "$OPERATOR" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" \
-      --metrics-bind-address "${2:-0}" --metrics-secure=false --health-probe-bind-address 0 ;;
-    kube-runtime) echo "$kube_runtime_peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
-    controller-runtime) echo "$peers/controller-runtime-peer" --kubeconfig "$KUBECONFIG" --workers "$WORKERS" "${limits[@]}" ;;
-    *) die "unknown implementation $1" ;;
-  esac
+  implementation_command "$1" "$WORKERS" "$KUBECONFIG" "$OPERATOR"
+  [ "$1" != database-operator ] || [ -z "${2:-}" ] || command+=(--metrics-bind-address "$2" --metrics-secure=false)
 }
 
 # cpu_ticks PID: utime + stime. status_mib PID FIELD: VmRSS or VmHWM in MiB.
@@ -137,7 +126,7 @@ relists_metric() {
 # measure IMPL N: the three phases on a fresh plane; one row of results.tsv.
 measure() {
   local impl=$1 n=$2 label="$1-$2" line
-  read -r -a command <<<"$(command_of "$impl")"
+  command_of "$impl"
   local namespaces=scale-0,scale-1,scale-2,scale-3
   log "[$label] fresh control plane; seeding $n Databases"
   plane_up
@@ -152,7 +141,7 @@ measure() {
   local metrics_port=""
   if [ "$impl" = database-operator ]; then
     metrics_port=$(hack/free-port.py)
-    read -r -a command <<<"$(command_of "$impl" "127.0.0.1:$metrics_port")"
+    command_of "$impl" "127.0.0.1:$metrics_port"
   fi
   "${command[@]}" >"$OUT/logs/$label-restart.log" 2>&1 &
   local pid=$! t0 moved

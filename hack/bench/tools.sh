@@ -61,3 +61,30 @@ build_tools() {
   fi
   [ -x "$operator" ] || die "OPERATOR=$operator: no such executable"
 }
+
+# implementation_command IMPL WORKERS KUBECONFIG [OPERATOR]: sets the array `command` to the
+# command line of the implementation IMPL with WORKERS workers against KUBECONFIG, under the
+# run's client limits (QPS, BURST). IMPL is database-operator (the binary OPERATOR, default
+# target/release/database-operator, with no endpoints), database-operator-fifo (the same with
+# one FIFO: --priority-queue=false), sample-controller, controller-runtime, kube-runtime,
+# bare-writer or bare-writer-events. A script appends what it needs more (an operator's flag
+# given twice takes its last value).
+implementation_command() {
+  local impl=$1 workers=$2 kubeconfig=$3 operator=${4:-target/release/database-operator}
+  local limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST")
+  case $impl in
+    database-operator) command=("$operator" --kubeconfig "$kubeconfig" --workers "$workers" "${limits[@]}"
+      --metrics-bind-address 0 --health-probe-bind-address 0) ;;
+    database-operator-fifo) implementation_command database-operator "$workers" "$kubeconfig" "$operator"
+      command+=(--priority-queue=false) ;;
+    sample-controller) command=("$peers/sample-controller-peer" -kubeconfig "$kubeconfig" -workers "$workers"
+      -kube-api-qps "$QPS" -kube-api-burst "$BURST") ;;
+    controller-runtime) command=("$peers/controller-runtime-peer" --kubeconfig "$kubeconfig" --workers "$workers"
+      "${limits[@]}") ;;
+    kube-runtime) command=("$kube_runtime_peer" --kubeconfig "$kubeconfig" --workers "$workers" "${limits[@]}") ;;
+    bare-writer) command=("$bare_writer" --kubeconfig "$kubeconfig" --workers "$workers" "${limits[@]}") ;;
+    bare-writer-events) implementation_command bare-writer "$workers" "$kubeconfig"
+      command+=(--events) ;;
+    *) die "unknown implementation $impl" ;;
+  esac
+}

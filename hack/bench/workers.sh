@@ -18,9 +18,7 @@
 #
 # Every run gets a fresh plane (as hack/bench/e2e.sh). results.tsv, results.md (a table per
 # implementation: workers down, round trips across) and the plot.
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" workers
 
 N=${N:-300}
 RTTS=${RTTS:-0 5 20 50}
@@ -35,13 +33,11 @@ export KWOK_NODE_PODS=${KWOK_NODE_PODS:-110}
 OUT=${OUT:-target/bench/workers}
 SVG=${SVG-docs/workers-latency.svg}
 
-start=$(date +%s)
-log() { printf '[workers %5ss] %s\n' "$(($(date +%s) - start))" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
 proxy_pid=
-trap 'log "stopping"; [ -z "$proxy_pid" ] || kill "$proxy_pid" 2>/dev/null; hack/control-plane.sh down >/dev/null 2>&1 || true' EXIT
+stop_plane_on_exit
+on_exit '[ -z "$proxy_pid" ] || kill "$proxy_pid" 2>/dev/null'
 
 # shellcheck source=hack/bench/tools.sh
 . hack/bench/tools.sh
@@ -72,15 +68,7 @@ for rtt in $RTTS; do
       sed "s#$server#https://$proxied#" "$KUBECONFIG" >"$OUT/kubeconfig"
       ns_list=w$run-0,w$run-1
       "$probe" seed --kind database --n "$N" --namespaces "$ns_list"
-      case $impl in
-        database-operator) command=(target/release/database-operator --kubeconfig "$OUT/kubeconfig" --workers "$workers"
-          --kube-api-qps "$QPS" --kube-api-burst "$BURST" --metrics-bind-address 0 --health-probe-bind-address 0) ;;
-        kube-runtime) command=("$kube_runtime_peer" --kubeconfig "$OUT/kubeconfig" --workers "$workers"
-          --kube-api-qps "$QPS" --kube-api-burst "$BURST") ;;
-        controller-runtime) command=("$peers/controller-runtime-peer" --kubeconfig "$OUT/kubeconfig" --workers "$workers"
-          --kube-api-qps "$QPS" --kube-api-burst "$BURST") ;;
-        *) die "unknown implementation $impl" ;;
-      esac
+      implementation_command "$impl" "$workers" "$OUT/kubeconfig"
       limited=()
       [ -z "$CPU_LIMIT" ] || limited=(hack/bench/cpu-limit.sh "$CPU_LIMIT" "$label")
       log "[$label] measuring"

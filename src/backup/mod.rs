@@ -1,30 +1,16 @@
-//! The `DatabaseBackup` resource (example.com/v1): a logical dump of a Database, taken once by
-//! a Job into a claim of its own, reconciled by the operator's second controller.
+//! The DatabaseBackup controller: a logical dump of a Database, taken once by a Job into a
+//! claim of its own. The types are in [`crate::api`]; the claim and the Job it makes in
+//! [`crate::resources::backup`].
 //!
-//! - [`types`](BackupSpec): the CRD types, the source of the CRD ([`crd_yaml`]).
-//! - [`job`]: the claim and the Job a backup owns.
-//! - [`BackupReconciler`]: the reconcile; it shares the operator's informers (Databases,
-//!   claims) with the Database controller.
+//! - [`BackupReconciler`]: the reconcile. It shares the operator's informers (Databases,
+//!   claims) with the Database controller, and never imports it: what both need (the types,
+//!   the resources, the indices) lies below both.
+//! - [`backups_of`]: which DatabaseBackups a change of a Database concerns.
 //!
 //! The Database side of backups (a schedule, `keep`, a restore before the first start, a
-//! backup before an upgrade) is the Database reconcile's: it creates DatabaseBackups and reads
-//! them from the same shared cache.
+//! backup before an upgrade) is the Database controller's: it creates DatabaseBackups and
+//! reads them from the same shared cache.
 
-pub mod job;
 mod reconcile;
-mod types;
 
-pub use reconcile::{BY_DATABASE, BackupReconciler, Error, Stores, backups_of, by_database};
-pub use types::*;
-
-use kube_core::CustomResourceExt;
-
-/// The DatabaseBackup CRD as YAML, preceded by the same header as the Database's.
-pub fn crd_yaml() -> String {
-    let body = serde_saphyr::to_string(&DatabaseBackup::crd()).expect("a CustomResourceDefinition serializes to YAML");
-    let mut yaml = format!("{}\n{body}", crate::database::CRD_YAML_HEADER);
-    if !yaml.ends_with('\n') {
-        yaml.push('\n');
-    }
-    yaml
-}
+pub(crate) use reconcile::{BackupReconciler, Stores, backups_of};

@@ -5,59 +5,67 @@
 //! uses: one cache per kind for both controllers), and:
 //!
 //! 1. waits (`Pending`) until the Database exists and is Ready: a dump needs a server;
-//! 2. creates the claim and the Job once ([`super::job`]), never applies them again (a Job's
-//!    template cannot change);
+//! 2. creates the claim and the Job once ([`crate::resources::backup`]), never applies them
+//!    again (a Job's template cannot change);
 //! 3. reports the Job's progress in the status: `Running`, then `Completed` or `Failed` with
 //!    the Job's own reason, and a Normal or Warning event. A finished backup is never looked
 //!    at again: its claim keeps the dump.
 //!
+//! Its events are collected on the way and published at the end ([`Report`]), as the
+//! Database controller's are; a server's `Retry-After` is honoured by the worker.
+//!
 //! A Database without an engine cannot be dumped: the backup fails at once and says so.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube_client::Client;
-use kube_client::api::{Api, Patch, PatchParams, PostParams};
-use kube_core::Resource;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use operator_runtime::conditions::{self, State};
+use operator_runtime::controller::{Action, ReconcileError, Reconciler};
+use operator_runtime::events::{Recorder, Report};
+use operator_runtime::informer::{Store, key_of};
+use operator_runtime::write::{Created, Object, Writer, Wrote};
 use tracing::{debug, info};
 
-use super::{BackupPhase, BackupStatus, DatabaseBackup, job};
-use crate::controller::{Action, Reconciler};
-use crate::database::view::PersistentVolumeClaimView;
-use crate::database::{Database, Phase, children};
-use crate::events::{EventType, Recorder};
-use crate::informer::{Store, key_of};
+use crate::api::{BackupPhase, BackupStatus, Database, DatabaseBackup, Phase, index};
+use crate::engine;
+use crate::resources::backup;
+use crate::resources::view::PersistentVolumeClaimView;
 
-/// A failed reconcile; retried with backoff.
+/// A failed reconcile; retried with backoff, or when the server said ([`ReconcileError`]).
 #[derive(Debug, thiserror::Error)]
 #[error("writing {what} failed: {source}")]
-pub struct Error {
+pub(crate) struct Error {
     what: String,
     #[source]
     source: kube_client::Error,
 }
 
+impl ReconcileError for Error {
+    fn retry_after(&self) -> Option<Duration> {
+        operator_runtime::client::retry_after(&self.source)
+    }
+}
+
 /// The caches the backup reconcile reads.
 #[derive(Clone, Debug)]
-pub struct Stores {
+pub(crate) struct Stores {
     /// DatabaseBackups.
-    pub backups: Store<DatabaseBackup>,
+    pub(crate) backups: Store<DatabaseBackup>,
     /// Databases (the Database controller's cache).
-    pub databases: Store<Database>,
+    pub(crate) databases: Store<Database>,
     /// Claims carrying the operator's label (the Database controller's cache).
-    pub claims: Store<PersistentVolumeClaimView>,
+    pub(crate) claims: Store<PersistentVolumeClaimView>,
     /// Jobs carrying the operator's label.
-    pub jobs: Store<Job>,
+    pub(crate) jobs: Store<Job>,
 }
 
 /// The DatabaseBackup reconciler.
 #[derive(Clone)]
-pub struct BackupReconciler {
-    client: Client,
+pub(crate) struct BackupReconciler {
+    writer: Writer,
     stores: Stores,
     recorder: Recorder,
 }
@@ -69,113 +77,105 @@ impl Debug for BackupReconciler {
 }
 
 impl BackupReconciler {
-    /// A reconciler reading `stores` and writing through `client`.
-    pub fn new(client: Client, stores: Stores, recorder: Recorder) -> Self {
-        Self { client, stores, recorder }
+    /// A reconciler reading `stores` and writing through `writer`.
+    pub(crate) fn new(writer: Writer, stores: Stores, recorder: Recorder) -> Self {
+        Self { writer, stores, recorder }
     }
 
+    /// One pass; the events it collected are published at the end, also when it failed.
     async fn reconcile_backup(&self, backup: &DatabaseBackup) -> Result<Action, Error> {
-        let namespace = backup.metadata.namespace.clone().unwrap_or_default();
+        let mut report = Report::default();
+        let outcome = self.run(backup, &mut report).await;
+        self.recorder.publish_report(backup, "Backup", report);
+        outcome
+    }
+
+    async fn run(&self, backup: &DatabaseBackup, report: &mut Report) -> Result<Action, Error> {
         let previous = backup.status.clone().unwrap_or_default();
         if previous.phase.is_some_and(BackupPhase::is_finished) {
             return Ok(Action::Done);
         }
-        let database = &backup.spec.database;
         let mut status = previous.clone();
-        let db = self.stores.databases.get(&format!("{namespace}/{database}"));
-        let engine = db.as_deref().and_then(children::engine_of);
-        match (&db, engine) {
-            (None, _) => pending(&mut status, format!("waiting for Database {database:?}, which does not exist")),
-            (Some(_), None) => {
-                let message =
-                    format!("Database {database:?} has no engine: only a Database with an engine can be backed up");
-                finish(&mut status, BackupPhase::Failed, "NoEngine", message, None);
-            }
-            (Some(db), Some(engine)) => {
-                let ready = db.status.as_ref().and_then(|s| s.phase) == Some(Phase::Ready);
-                let job = self.stores.jobs.get(&key_of(backup));
-                match job {
-                    // A dump needs a server; a Job already started goes on regardless.
-                    None if !ready => pending(&mut status, format!("waiting for Database {database:?} to be Ready")),
-                    None => {
-                        let image = db
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.current_image.clone())
-                            .unwrap_or_else(|| db.spec.image.clone());
-                        if self.stores.claims.get(&key_of(backup)).is_none() {
-                            self.create(backup, &job::claim(backup, db)).await?;
-                        }
-                        self.create(backup, &job::job(backup, db, engine, &image)).await?;
-                        status.engine = db.spec.engine;
-                        status.image = Some(image);
-                        status.claim_name = backup.metadata.name.clone();
-                        pending(&mut status, "the dump Job was created".to_string());
-                    }
-                    Some(job) => {
-                        // From the Job, not the cached status, which may lag behind the write
-                        // that recorded them: an apply without them would remove them.
-                        status.engine = db.spec.engine;
-                        status.image = job_image(&job);
-                        status.claim_name = backup.metadata.name.clone();
-                        from_job(&mut status, &job);
-                    }
-                }
-            }
-        }
+        self.progress(backup, &mut status, report).await?;
         if status != previous {
             if let Some(phase) = status.phase.filter(|p| p.is_finished() && Some(*p) != previous.phase) {
-                let (kind, reason) = match phase {
-                    BackupPhase::Completed => (EventType::Normal, "Completed"),
-                    _ => (EventType::Warning, "Failed"),
-                };
                 let note = status.message.clone().unwrap_or_else(|| format!("the backup {phase}"));
-                self.recorder.publish(backup, kind, reason, "Backup", &note);
+                match phase {
+                    BackupPhase::Completed => report.normal("Completed", note),
+                    _ => report.warning("Failed", note),
+                }
             }
-            self.write_status(backup, &status).await?;
+            self.writer
+                .apply_status(backup, &status)
+                .await
+                .map_err(|source| Error { what: format!("status of DatabaseBackup {}", key_of(backup)), source })?;
+            info!(phase = ?status.phase, "wrote status");
         }
         Ok(Action::Done)
     }
 
-    /// Creates a child of `backup` once; one that exists already (made a moment ago, not yet
-    /// in the cache) is fine.
-    async fn create<T>(&self, backup: &DatabaseBackup, child: &T) -> Result<(), Error>
-    where
-        T: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned,
-    {
-        let kind = T::kind(&());
-        let api: Api<T> = Api::namespaced(self.client.clone(), child.meta().namespace.as_deref().unwrap_or_default());
-        let params = PostParams { field_manager: Some(children::MANAGER.into()), ..Default::default() };
-        match api.create(&params, child).await {
-            Ok(_) => {
-                info!(child = %key_of(child), "created {kind}");
-                let note = format!("created {kind} {}", child.meta().name.as_deref().unwrap_or_default());
-                self.recorder.publish(backup, EventType::Normal, "Created", "Backup", &note);
-                Ok(())
+    /// Where the backup stands: waiting for its Database, failed for want of an engine, or
+    /// following its Job (created here when it is time).
+    async fn progress(
+        &self,
+        backup: &DatabaseBackup,
+        status: &mut BackupStatus,
+        report: &mut Report,
+    ) -> Result<(), Error> {
+        let database = &backup.spec.database;
+        let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
+        let Some(db) = self.stores.databases.get(&format!("{namespace}/{database}")) else {
+            pending(status, format!("waiting for Database {database:?}, which does not exist"));
+            return Ok(());
+        };
+        let Some(engine) = engine::of_database(&db) else {
+            let message =
+                format!("Database {database:?} has no engine: only a Database with an engine can be backed up");
+            finish(status, BackupPhase::Failed, "NoEngine", message, None);
+            return Ok(());
+        };
+        let ready = db.status.as_ref().and_then(|s| s.phase) == Some(Phase::Ready);
+        match self.stores.jobs.get(&key_of(backup)) {
+            // A dump needs a server; a Job already started goes on regardless.
+            None if !ready => pending(status, format!("waiting for Database {database:?} to be Ready")),
+            None => {
+                let image =
+                    db.status.as_ref().and_then(|s| s.current_image.clone()).unwrap_or_else(|| db.spec.image.clone());
+                if self.stores.claims.get(&key_of(backup)).is_none() {
+                    self.create(&backup::claim(backup, &db), report).await?;
+                }
+                self.create(&backup::job(backup, &db, engine, &image), report).await?;
+                status.engine = db.spec.engine;
+                status.image = Some(image);
+                status.claim_name.clone_from(&backup.metadata.name);
+                pending(status, "the dump Job was created".to_string());
             }
-            Err(kube_client::Error::Api(status)) if status.is_already_exists() => Ok(()),
-            Err(source) => Err(Error { what: format!("{kind} {}", key_of(child)), source }),
+            Some(job) => {
+                // From the Job, not the cached status, which may lag behind the write that
+                // recorded them: an apply without them would remove them.
+                status.engine = db.spec.engine;
+                status.image = job_image(&job);
+                status.claim_name.clone_from(&backup.metadata.name);
+                from_job(status, &job);
+            }
         }
+        Ok(())
     }
 
-    async fn write_status(&self, backup: &DatabaseBackup, status: &BackupStatus) -> Result<(), Error> {
-        let api: Api<DatabaseBackup> =
-            Api::namespaced(self.client.clone(), backup.metadata.namespace.as_deref().unwrap_or_default());
-        let body = serde_json::json!({
-            "apiVersion": DatabaseBackup::api_version(&()),
-            "kind": DatabaseBackup::kind(&()),
-            "status": status,
-        });
-        let params = PatchParams::apply(children::MANAGER).force();
-        api.patch_status(backup.metadata.name.as_deref().unwrap_or_default(), &params, &Patch::Apply(&body))
-            .await
-            .map_err(|source| Error { what: format!("status of DatabaseBackup {}", key_of(backup)), source })?;
-        info!(phase = ?status.phase, "wrote status");
-        Ok(())
+    /// Creates a child of the backup once; one that exists already (made a moment ago, not
+    /// yet in the cache) is fine.
+    async fn create<T: Object + k8s_openapi::Resource>(&self, child: &T, report: &mut Report) -> Result<(), Error> {
+        let kind = <T as k8s_openapi::Resource>::KIND;
+        match self.writer.create(child).await {
+            Ok(Created::New) => {
+                info!(child = %key_of(child), "created {kind}");
+                let name = child.meta().name.as_deref().unwrap_or_default();
+                report.writes("DatabaseBackup", &[(kind, name, &Wrote::Created)]);
+                Ok(())
+            }
+            Ok(Created::Existed(_)) => Ok(()),
+            Err(source) => Err(Error { what: format!("{kind} {}", key_of(child)), source }),
+        }
     }
 }
 
@@ -192,14 +192,7 @@ fn finish(status: &mut BackupStatus, phase: BackupPhase, reason: &str, message: 
         status.completion_time = Some(now.clone());
     }
     let type_ = if phase == BackupPhase::Completed { "Complete" } else { "Failed" };
-    status.conditions = vec![Condition {
-        type_: type_.into(),
-        status: "True".into(),
-        reason: reason.into(),
-        message,
-        last_transition_time: now,
-        observed_generation: None,
-    }];
+    status.conditions = vec![conditions::condition(&[], type_, State::yes(reason, message), None, &now)];
 }
 
 /// The image a Job's container runs.
@@ -245,20 +238,12 @@ impl Reconciler for BackupReconciler {
     }
 }
 
-/// The index of DatabaseBackups by the `namespace/name` of their Database.
-pub const BY_DATABASE: &str = "database";
-
-/// The [`BY_DATABASE`] index function.
-pub fn by_database(backup: &DatabaseBackup) -> Vec<String> {
-    vec![format!("{}/{}", backup.metadata.namespace.as_deref().unwrap_or_default(), backup.spec.database)]
-}
-
 /// Maps a Database to the keys of the DatabaseBackups of it that are not finished (they wait
 /// for it, or are watching its dump).
-pub fn backups_of(backups: Store<DatabaseBackup>) -> impl Fn(&Database) -> Vec<String> + Send + Sync + 'static {
+pub(crate) fn backups_of(backups: Store<DatabaseBackup>) -> impl Fn(&Database) -> Vec<String> + Send + Sync + 'static {
     move |db: &Database| {
         backups
-            .by_index(BY_DATABASE, &key_of(db))
+            .by_index(index::BY_DATABASE, &key_of(db))
             .iter()
             .filter(|b| !b.status.as_ref().and_then(|s| s.phase).is_some_and(BackupPhase::is_finished))
             .map(|b| key_of(b.as_ref()))

@@ -1,329 +1,220 @@
-//! The objects a Database owns, as the operator wants them: a Deployment running the
-//! database container and a Service in front of it (and, with an engine, the claim of
-//! [`super::volume`] and the Secret of [`super::credentials`]).
+//! The phases that write a Database's children: its Secret, its claim, its Deployment and
+//! Service, each written only where it differs from what the Database wants, through the
+//! runtime's [`Writer`].
 //!
-//! These are the `deploymentForDatabase` of the Go sample this project grew from (docs/design.md
-//! names its article), plus what it left out: labels that say who manages the objects,
-//! resources from the size, a Service, and a controller ownerReference so that deleting the
-//! Database garbage-collects them.
-//!
-//! A generic Database (no engine) gets exactly the Go sample's contract: container `database`
-//! running the image as given, port 8080 `http`. A Database with an engine gets what the
-//! engine's official image needs ([`super::engine`]): its port named after it, its data
-//! directory on the claim, its credentials from the Secret, probes with its own tools, the
-//! "restricted" Pod Security level (its non-root uid, `fsGroup` for the volume, no
-//! capabilities, no privilege escalation, seccomp RuntimeDefault), and the `Recreate`
-//! strategy, so that two pods never share a ReadWriteOnce volume.
+//! - Every child kind is cached only as far as it carries the operator's label, so the
+//!   operator's memory grows with its Databases, not with the cluster's objects. A same-named
+//!   object of someone else's is then invisible to the cache: the writer creates a missing
+//!   child create-only and reports a name held by another object as foreign, which blocks the
+//!   Database (`NotOwned`); it is never adopted or overwritten.
+//! - The Secret is created once and never written again (a password the database was
+//!   initialised with must not change under it); a Secret of the user's own is not written.
+//! - A child the apiserver refuses for good (invalid, or over a quota) blocks the Database
+//!   with the apiserver's own words; any other failure is an error to retry.
+//! - What was written is told in the Database's events: one `Created` or `Updated` per phase,
+//!   naming every child it wrote ([`Report::writes`]).
 
-use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, ResourceRequirements,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube_core::{ObjectMeta, Resource};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube_client::api::Api;
+use kube_core::Resource;
+use operator_runtime::informer::key_of;
+use operator_runtime::write::{self, Created, Ensured, Object, Refusal, Wrote};
+use serde::Serialize;
+use tracing::info;
 
-use super::engine::{self, Engine};
-use super::{Database, credentials, volume};
+use super::reconcile::{DatabaseReconciler, Error, Halt, Pass, Step};
+use super::restore::Restore;
+use super::status::Blocker;
+use crate::api::Database;
+use crate::engine::Engine;
+use crate::resources::meta::is_controlled_by;
+use crate::resources::restore::with_restore;
+use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, ServiceView};
+use crate::resources::{claim, secret, workload};
 
-/// The field manager of every write, and the `app.kubernetes.io/managed-by` label.
-pub const MANAGER: &str = "database-operator";
-/// The name of the database container.
-pub const CONTAINER_NAME: &str = "database";
-/// The port the database serves, named `http`.
-pub const PORT: i32 = 8080;
+impl DatabaseReconciler {
+    /// The generated Secret: created when missing, never written again. A Secret of that name
+    /// that the Database does not control blocks it.
+    pub(super) async fn credentials(&self, pass: &mut Pass<'_>, engine: &dyn Engine) -> Step {
+        let db = pass.db;
+        if !secret::generated(db) {
+            return Ok(());
+        }
+        let name = secret::secret_name(db);
+        match self.stores.secrets.get(&pass.key(&name)) {
+            Some(live) if is_controlled_by(&live.metadata, db) => return Ok(()),
+            Some(_) => return Err(Blocker::NotOwned { kind: "Secret", name }.into()),
+            None => {}
+        }
+        let secret = secret::new_secret(db, engine).map_err(|e| Error::Random(e.to_string()))?;
+        match self.writer.create(&secret).await {
+            Ok(Created::New) => {
+                info!(child = %key_of(&secret), reason = "Created", "wrote Secret");
+                pass.report.writes("Database", &[("Secret", &name, &Wrote::Created)]);
+                Ok(())
+            }
+            Ok(Created::Existed(meta)) if is_controlled_by(&meta, db) => Ok(()),
+            Ok(Created::Existed(_)) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
+            Err(error) => Err(refused(db, "Secret", &key_of(&secret), error)),
+        }
+    }
 
-/// The labels of the children and their pods. `app` is the selector (immutable in a
-/// Deployment, so it never changes); the `app.kubernetes.io` ones are the recommended labels.
-pub fn labels(db: &Database) -> BTreeMap<String, String> {
-    let name = db.metadata.name.clone().unwrap_or_default();
-    BTreeMap::from([
-        ("app".to_string(), name.clone()),
-        ("app.kubernetes.io/name".to_string(), "database".to_string()),
-        ("app.kubernetes.io/instance".to_string(), name),
-        ("app.kubernetes.io/component".to_string(), "database".to_string()),
-        ("app.kubernetes.io/managed-by".to_string(), MANAGER.to_string()),
-    ])
-}
+    /// The data claim: written where it differs (it grows, never shrinks). A claim of that name
+    /// that is not the Database's blocks it, and so does one that waits for a StorageClass
+    /// that does not exist.
+    pub(super) async fn volume(&self, pass: &mut Pass<'_>) -> Step {
+        let db = pass.db;
+        let name = claim::claim_name(db);
+        let live = self.stores.claims.get(&pass.key(&name));
+        if live.as_deref().is_some_and(|claim| !claim::is_ours(claim, db)) {
+            return Err(Blocker::NotOwned { kind: "PersistentVolumeClaim", name }.into());
+        }
+        let desired = claim::claim(db, live.as_deref());
+        let step = self.ensure(db, desired, live, |claim: &PersistentVolumeClaimView| claim::is_ours(claim, db)).await;
+        pass.report.writes("Database", &[("PersistentVolumeClaim", &name, &wrote(&step))]);
+        let (written, _) = step?;
+        match self.missing_storage_class(db, &written).await? {
+            Some(blocker) => Err(blocker.into()),
+            None => Ok(()),
+        }
+    }
 
-fn selector(db: &Database) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_string(), db.metadata.name.clone().unwrap_or_default())])
-}
+    /// The Deployment (running the image the plan chose, with a restore's init container while
+    /// there is one) and the Service. Both are written concurrently when the Deployment is
+    /// cached; a Deployment the cache cannot show may be foreign, and then no Service of ours
+    /// may front its pods, so it goes first.
+    pub(super) async fn workload(&self, pass: &mut Pass<'_>) -> Step {
+        let db = pass.db;
+        let key = key_of(db);
+        let (live_deployment, live_service) = (self.stores.deployments.get(&key), self.stores.services.get(&key));
+        let mut desired = workload::deployment_running(db, &pass.plan.image, self.rollout_marker.as_deref());
+        if let (Restore::From { claim, .. }, Some(engine)) = (&pass.restore, pass.engine) {
+            with_restore(&mut desired, engine, claim);
+        }
+        let deployment_ours = |d: &DeploymentView| is_controlled_by(&d.metadata, db);
+        let service_ours = |s: &ServiceView| is_controlled_by(&s.metadata, db);
+        let (deployment, service) = if live_deployment.is_some() {
+            let (deployment, service) = futures::join!(
+                self.ensure(db, desired, live_deployment, deployment_ours),
+                self.ensure(db, workload::service(db), live_service, service_ours),
+            );
+            (deployment, Some(service))
+        } else {
+            let deployment = self.ensure(db, desired, None, deployment_ours).await;
+            let service = match deployment {
+                Ok(_) => Some(self.ensure(db, workload::service(db), live_service, service_ours).await),
+                Err(_) => None,
+            };
+            (deployment, service)
+        };
+        let name = pass.name();
+        let service_wrote = service.as_ref().map_or(Wrote::Nothing, wrote);
+        pass.report
+            .writes("Database", &[("Deployment", &name, &wrote(&deployment)), ("Service", &name, &service_wrote)]);
+        let (deployment, _) = deployment?;
+        pass.deployment = Some(deployment);
+        service.transpose()?;
+        Ok(())
+    }
 
-/// The controller ownerReference to `db`, which lets the garbage collector delete the child
-/// with it and tells any controller that `db` manages the child.
-pub fn owner_reference(db: &Database) -> OwnerReference {
-    OwnerReference {
-        api_version: Database::api_version(&()).to_string(),
-        kind: Database::kind(&()).to_string(),
-        name: db.metadata.name.clone().unwrap_or_default(),
-        uid: db.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
+    /// Brings one child to `desired` ([`Writer::ensure`](operator_runtime::write::Writer::ensure)):
+    /// the child as written and what was written, or what blocks the Database.
+    async fn ensure<T, V>(
+        &self,
+        db: &Database,
+        desired: T,
+        live: Option<Arc<V>>,
+        ours: impl Fn(&V) -> bool,
+    ) -> Step<(Arc<V>, Wrote)>
+    where
+        T: Resource<DynamicType = ()> + k8s_openapi::Resource + Debug + Serialize,
+        V: Object,
+    {
+        let kind = <T as k8s_openapi::Resource>::KIND;
+        let (key, name) = (key_of(&desired), desired.meta().name.clone().unwrap_or_default());
+        match self.writer.ensure(desired, live, ours).await {
+            Ok(Ensured::Written(child, wrote)) => Ok((child, wrote)),
+            Ok(Ensured::Foreign) => Err(Blocker::NotOwned { kind, name }.into()),
+            Err(error) => Err(refused(db, kind, &key, error)),
+        }
+    }
+
+    /// Whether a claim that waits to be bound waits for a StorageClass that does not exist
+    /// (the claim's own events say so too, but the Database is where a user looks). A read the
+    /// operator may not make (the namespaced RBAC grants no cluster-scoped reads) tells nothing.
+    async fn missing_storage_class(
+        &self,
+        db: &Database,
+        claim: &PersistentVolumeClaimView,
+    ) -> Result<Option<Blocker>, Error> {
+        let wanted = db.spec.storage.as_ref().and_then(|s| s.storage_class_name.clone());
+        let (Some(name), Some("Pending")) = (wanted, claim.phase()) else { return Ok(None) };
+        let classes: Api<StorageClass> = Api::all(self.writer.client().clone());
+        match classes.get_opt(&name).await {
+            Ok(None) => Ok(Some(Blocker::MissingStorageClass { name })),
+            Ok(Some(_)) => Ok(None),
+            Err(kube_client::Error::Api(status)) if status.code == 403 => Ok(None),
+            Err(source) => Err(Error::Read { what: format!("StorageClass {name}"), source }),
+        }
     }
 }
 
-fn metadata(db: &Database) -> ObjectMeta {
-    ObjectMeta {
-        name: db.metadata.name.clone(),
-        namespace: db.metadata.namespace.clone(),
-        labels: Some(labels(db)),
-        owner_references: Some(vec![owner_reference(db)]),
-        ..Default::default()
+/// What a step that wrote a child wrote: nothing, when it stopped.
+fn wrote<V>(step: &Step<(Arc<V>, Wrote)>) -> Wrote {
+    step.as_ref().map_or(Wrote::Nothing, |(_, wrote)| wrote.clone())
+}
+
+/// A failed write of a child of kind `kind`: the apiserver's refusal of the child itself
+/// blocks the Database (retrying the same child cannot help); anything else is retried.
+fn refused(db: &Database, kind: &'static str, key: &str, error: kube_client::Error) -> Halt {
+    match write::refusal(&error) {
+        Some(Refusal::Quota(message)) => Blocker::QuotaExceeded { kind, message }.into(),
+        Some(Refusal::Invalid(message)) => {
+            // The apiserver quotes the refused value ("Invalid value: \"<name>\""); the object's
+            // name alone is quoted in every refusal ("deployments.apps \"x\"").
+            let name = db.metadata.name.as_deref().unwrap_or_default();
+            let name_is_the_cause = message.contains(&format!("Invalid value: \"{name}\""));
+            Blocker::Rejected { kind, message, name_is_the_cause }.into()
+        }
+        None => Error::Write { what: format!("{kind} {key}"), source: error }.into(),
     }
-}
-
-/// The name of the volume that holds the data, in the pod.
-pub const DATA_VOLUME: &str = "data";
-
-/// The engine of `db`, if it has one.
-pub fn engine_of(db: &Database) -> Option<&'static dyn Engine> {
-    db.spec.engine.map(engine::of)
-}
-
-/// The Deployment `db` wants: one replica of its image, resources from its size; for an
-/// engine, everything its image needs (see the module's documentation).
-pub fn deployment(db: &Database) -> Deployment {
-    deployment_running(db, &db.spec.image)
-}
-
-/// [`deployment`], running `image` (which the upgrade plan decides: `spec.image`, or the
-/// image that was Ready before a refused or rolled-back upgrade).
-pub fn deployment_running(db: &Database, image: &str) -> Deployment {
-    let mut deployment = generic_deployment(db, image);
-    if let Some(engine) = engine_of(db) {
-        with_engine(&mut deployment, db, engine);
-    }
-    deployment
-}
-
-/// What a Deployment with an engine adds to the generic one.
-fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) {
-    let spec = deployment.spec.as_mut().expect("the generic Deployment has a spec");
-    spec.strategy = Some(DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None });
-    let pod = spec.template.spec.as_mut().expect("the generic Deployment has a pod spec");
-    pod.security_context = Some(engine::pod_security(engine));
-    // None, said explicitly: a restore's init container leaves once the Database is restored
-    // (see `backups::with_restore`), and only a list the apply sets can say it left.
-    pod.init_containers = Some(Vec::new());
-    pod.volumes = Some(vec![Volume {
-        name: DATA_VOLUME.into(),
-        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-            claim_name: volume::claim_name(db),
-            read_only: None,
-        }),
-        ..Default::default()
-    }]);
-    let container = &mut pod.containers[0];
-    container.ports = Some(vec![ContainerPort {
-        name: Some(engine.name().into()),
-        container_port: engine.port(),
-        protocol: Some("TCP".into()),
-        ..Default::default()
-    }]);
-    container.env = Some(engine.env(&credentials::secret_name(db)));
-    container.args = engine.args();
-    container.volume_mounts = Some(vec![VolumeMount {
-        name: DATA_VOLUME.into(),
-        mount_path: engine.data_dir().into(),
-        ..Default::default()
-    }]);
-    container.readiness_probe = Some(engine::readiness_probe(engine));
-    container.liveness_probe = Some(engine::liveness_probe(engine));
-    container.security_context = Some(engine::container_security());
-}
-
-/// The environment variable of the rollout benchmark's switch (see [`ROLLOUT_LABEL`]).
-pub const ROLLOUT_ENV: &str = "DATABASE_OPERATOR_BENCH_ROLLOUT";
-
-/// For the rollout benchmark only (hack/bench/rollout.sh): when the operator starts with
-/// `DATABASE_OPERATOR_BENCH_ROLLOUT` set, every Deployment and its pod template carry this
-/// label with that value, so a start with a new value changes every Deployment at once, as an
-/// operator upgrade that changes the pod template would. Unset (always, outside the
-/// benchmark), nothing changes.
-pub const ROLLOUT_LABEL: &str = "bench.example.com/rollout";
-
-fn rollout_marker() -> Option<&'static str> {
-    static MARKER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    MARKER.get_or_init(|| std::env::var(ROLLOUT_ENV).ok().filter(|value| !value.is_empty())).as_deref()
-}
-
-/// [`labels`], plus the rollout benchmark's label when its switch is on.
-fn deployment_labels(db: &Database) -> BTreeMap<String, String> {
-    let mut labels = labels(db);
-    if let Some(marker) = rollout_marker() {
-        labels.insert(ROLLOUT_LABEL.to_string(), marker.to_string());
-    }
-    labels
-}
-
-/// The Go sample's Deployment: the image as given, port 8080 `http`, resources from the size.
-fn generic_deployment(db: &Database, image: &str) -> Deployment {
-    let size = db.spec.size.resources();
-    let quantities = |cpu: &str, memory: &str| {
-        BTreeMap::from([("cpu".to_string(), Quantity(cpu.into())), ("memory".to_string(), Quantity(memory.into()))])
-    };
-    Deployment {
-        metadata: ObjectMeta { labels: Some(deployment_labels(db)), ..metadata(db) },
-        spec: Some(DeploymentSpec {
-            replicas: Some(1),
-            selector: LabelSelector { match_labels: Some(selector(db)), ..Default::default() },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(deployment_labels(db)), ..Default::default() }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: CONTAINER_NAME.into(),
-                        image: Some(image.to_string()),
-                        ports: Some(vec![ContainerPort {
-                            name: Some("http".into()),
-                            container_port: PORT,
-                            protocol: Some("TCP".into()),
-                            ..Default::default()
-                        }]),
-                        resources: Some(ResourceRequirements {
-                            requests: Some(quantities(size.cpu_request, size.memory_request)),
-                            limits: Some(quantities(size.cpu_limit, size.memory_limit)),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
-/// The Service `db` wants: port 8080 (`http`) in front of its pods, or the engine's port
-/// named after it.
-pub fn service(db: &Database) -> Service {
-    let (name, port) = engine_of(db).map_or(("http", PORT), |engine| (engine.name(), engine.port()));
-    Service {
-        metadata: metadata(db),
-        spec: Some(ServiceSpec {
-            selector: Some(selector(db)),
-            ports: Some(vec![ServicePort {
-                name: Some(name.into()),
-                port,
-                target_port: Some(IntOrString::String(name.into())),
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
-/// Whether `live` is controlled by `db` (its controller ownerReference carries `db`'s uid).
-pub fn is_controlled_by<R: Resource>(live: &R, db: &Database) -> bool {
-    let uid = db.metadata.uid.as_deref();
-    live.meta().owner_references.iter().flatten().any(|r| r.controller == Some(true) && Some(r.uid.as_str()) == uid)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::database::{DatabaseSpec, Size};
 
-    pub(crate) fn database(size: Size) -> Database {
-        let mut db = Database::new("orders", DatabaseSpec::new(size, "postgres:17"));
-        db.metadata.namespace = Some("shop".into());
-        db.metadata.uid = Some("uid-1".into());
+    fn api_error(code: u16, message: &str) -> kube_client::Error {
+        kube_client::Error::Api(Box::new(kube_core::Status { code, message: message.into(), ..Default::default() }))
+    }
+
+    fn database(name: &str) -> Database {
+        let mut db =
+            Database::new(name, serde_json::from_value(serde_json::json!({"size": "small", "image": "x"})).unwrap());
+        db.metadata.namespace = Some("ns".into());
         db
     }
 
     #[test]
-    fn deployment_runs_the_image_on_port_8080_with_the_size_resources() {
-        let deployment = deployment(&database(Size::Medium));
-        let pod = deployment.spec.unwrap().template.spec.unwrap();
-        let container = &pod.containers[0];
-        assert_eq!(container.name, "database");
-        assert_eq!(container.image.as_deref(), Some("postgres:17"));
-        let port = &container.ports.as_ref().unwrap()[0];
-        assert_eq!((port.container_port, port.name.as_deref()), (8080, Some("http")));
-        let resources = container.resources.as_ref().unwrap();
-        let size = Size::Medium.resources();
-        assert_eq!(resources.limits.as_ref().unwrap()["memory"].0, size.memory_limit);
-        assert_eq!(resources.requests.as_ref().unwrap()["cpu"].0, size.cpu_request);
+    fn a_refused_child_blocks_with_the_apiservers_words_and_other_failures_are_retried() {
+        let db = database("Orders");
+        let quota = refused(&db, "PersistentVolumeClaim", "ns/orders-data", api_error(403, "exceeded quota: q"));
+        assert!(matches!(quota, Halt::Blocked(Blocker::QuotaExceeded { kind: "PersistentVolumeClaim", .. })));
+        let by_name = refused(&db, "Service", "ns/Orders", api_error(422, "metadata.name: Invalid value: \"Orders\""));
+        assert!(matches!(by_name, Halt::Blocked(Blocker::Rejected { kind: "Service", name_is_the_cause: true, .. })));
+        let by_spec = refused(&db, "Deployment", "ns/Orders", api_error(422, "image: Invalid value: \" x\""));
+        assert!(matches!(by_spec, Halt::Blocked(Blocker::Rejected { name_is_the_cause: false, .. })));
+        assert!(matches!(refused(&db, "Deployment", "ns/Orders", api_error(500, "")), Halt::Failed(_)));
     }
 
     #[test]
-    fn children_carry_a_controller_owner_reference_and_the_managed_by_label() {
-        let db = database(Size::Small);
-        for meta in [deployment(&db).metadata, service(&db).metadata] {
-            let owner = &meta.owner_references.unwrap()[0];
-            assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("Database", "uid-1", Some(true)));
-            assert_eq!(meta.labels.unwrap()["app.kubernetes.io/managed-by"], MANAGER);
-        }
-    }
-
-    #[test]
-    fn an_object_without_our_owner_reference_is_not_ours() {
-        let db = database(Size::Small);
-        let mut foreign = deployment(&db);
-        foreign.metadata.owner_references = None;
-        assert!(!is_controlled_by(&foreign, &db));
-        assert!(is_controlled_by(&deployment(&db), &db));
-    }
-
-    #[test]
-    fn a_generic_database_gets_exactly_the_seeds_deployment() {
-        let deployment = serde_json::to_value(deployment(&database(Size::Small))).unwrap();
-        let pod = &deployment["spec"]["template"]["spec"];
-        assert_eq!(pod.as_object().unwrap().keys().collect::<Vec<_>>(), ["containers"]);
-        let container = pod["containers"][0].as_object().unwrap();
-        assert_eq!(container.keys().collect::<Vec<_>>(), ["image", "name", "ports", "resources"]);
-        assert!(deployment["spec"].get("strategy").is_none());
-    }
-
-    #[test]
-    fn a_database_with_an_engine_runs_restricted_with_its_volume_secret_probes_and_port() {
-        use crate::database::EngineKind;
-        let mut db = database(Size::Small);
-        db.spec.engine = Some(EngineKind::Postgres);
-        let deployment = deployment(&db);
-        let spec = deployment.spec.unwrap();
-        assert_eq!(spec.strategy.unwrap().type_.as_deref(), Some("Recreate"));
-        let pod = spec.template.spec.unwrap();
-        let context = pod.security_context.unwrap();
-        assert_eq!(
-            (context.run_as_user, context.fs_group, context.run_as_non_root),
-            (Some(999), Some(999), Some(true))
-        );
-        assert_eq!(context.seccomp_profile.unwrap().type_, "RuntimeDefault");
-        assert_eq!(pod.volumes.unwrap()[0].persistent_volume_claim.as_ref().unwrap().claim_name, "orders-data");
-        let container = &pod.containers[0];
-        assert_eq!(container.name, "database");
-        let port = &container.ports.as_ref().unwrap()[0];
-        assert_eq!((port.name.as_deref(), port.container_port), (Some("postgres"), 5432));
-        assert_eq!(container.volume_mounts.as_ref().unwrap()[0].mount_path, "/var/lib/postgresql/data");
-        let password = container.env.as_ref().unwrap().iter().find(|e| e.name == "POSTGRES_PASSWORD").unwrap();
-        let reference = password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
-        assert_eq!((reference.name.as_str(), reference.key.as_str()), ("orders-credentials", "password"));
-        assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
-        let security = container.security_context.as_ref().unwrap();
-        assert_eq!(security.allow_privilege_escalation, Some(false));
-        assert_eq!(security.capabilities.as_ref().unwrap().drop.as_deref(), Some(&["ALL".to_string()][..]));
-        let service = service(&db).spec.unwrap().ports.unwrap().remove(0);
-        assert_eq!((service.name.as_deref(), service.port), (Some("postgres"), 5432));
-    }
-
-    /// A Database without an engine is byte-for-byte what it was before engines existed: the
-    /// JSON below was printed by the operator of that time (commit 8e2cebb) for this Database.
-    #[test]
-    fn a_generic_database_s_children_are_byte_for_byte_those_from_before_engines() {
-        let db = database(Size::Medium);
-        assert_eq!(
-            serde_json::to_string(&deployment(&db)).unwrap(),
-            include_str!("testdata/generic-deployment.json").trim()
-        );
-        assert_eq!(serde_json::to_string(&service(&db)).unwrap(), include_str!("testdata/generic-service.json").trim());
+    fn a_step_that_stopped_wrote_nothing() {
+        let stopped: Step<(Arc<ServiceView>, Wrote)> =
+            Err(Blocker::NotOwned { kind: "Service", name: "x".into() }.into());
+        assert_eq!(wrote(&stopped), Wrote::Nothing);
+        assert_eq!(wrote(&Ok((Arc::new(ServiceView::default()), Wrote::Created))), Wrote::Created);
     }
 }

@@ -1,29 +1,26 @@
-//! The `Database` resource (example.com/v1) and its reconcile.
+//! The Database controller's reconcile: the Go sample's `syncHandler` (docs/design.md names
+//! the article), done so that it converges.
 //!
-//! - [`types`](DatabaseSpec): the CRD types, the single source of the CRD ([`crd`]).
-//! - [`engine`]: what each engine's official image needs (port, data, env, probes, uid).
-//! - [`children`]: the Deployment and Service a Database wants; [`volume`] its claim,
-//!   [`credentials`] its Secret.
-//! - [`drift`]: whether a live child differs from the wanted one (write only then).
-//! - [`status`]: the status and conditions a Database should show.
-//! - [`view`]: the part of a Deployment or Service the operator caches.
-//! - `written`: the status this process wrote that the cache has not shown yet.
-//! - [`DatabaseReconciler`]: reconcile, from the caches, with server-side apply.
+//! For a key it reads the Database and its children from the informers' caches (never a GET
+//! per reconcile), runs the phases of [`reconcile`] in order, each of which may stop the pass
+//! with a reason ([`status::Blocker`]) or an error to retry, and ends by writing the status
+//! that tells the truth and the events it collected. An unchanged world costs no request.
+//!
+//! - [`reconcile`]: the reconciler, its phases in order, the status write and when to look
+//!   again.
+//! - [`children`]: the phases that write children: the Secret, the claim, the Deployment and
+//!   Service, each only where it differs, a same-named object of someone else's left alone.
+//! - [`status`]: what the status says, and why the Database is blocked.
+//! - [`upgrade`]: which image runs while `spec.image` changes.
+//! - [`restore`]: where a restore stands.
+//! - [`schedule`]: backups on a schedule and before an upgrade.
 
-pub mod backups;
-pub mod children;
-mod crd;
-pub mod credentials;
-pub mod drift;
-pub mod engine;
+mod children;
 mod reconcile;
-pub mod status;
-mod types;
-pub mod upgrade;
-pub mod view;
-pub mod volume;
-mod written;
+pub(crate) mod restore;
+mod schedule;
+pub(crate) mod status;
+pub(crate) mod upgrade;
 
-pub use crd::*;
-pub use reconcile::{DatabaseReconciler, Error, FOREIGN_RECHECK, LABEL_SELECTOR, Stores};
-pub use types::*;
+pub(crate) use reconcile::now;
+pub(crate) use reconcile::{DatabaseReconciler, Stores};

@@ -1,7 +1,7 @@
 //! The status a Database should show, computed from what the operator observed.
 //!
-//! Three conditions, kept in the standard format (`type`, `status`, `reason`, `message`,
-//! `lastTransitionTime`, `observedGeneration`):
+//! Three conditions, kept in the standard format ([`operator_runtime::conditions`]), and a
+//! phase that sums them up:
 //!
 //! | condition     | True when                                                              |
 //! |---------------|------------------------------------------------------------------------|
@@ -11,17 +11,21 @@
 //! |               | an upgrade failed or was refused (see [`super::upgrade`])               |
 //!
 //! `lastTransitionTime` changes only when a condition's status changes, so recomputing an
-//! unchanged state yields an equal status and the operator writes nothing.
+//! unchanged state yields an equal status and the operator writes nothing. The status is also
+//! the record of what the operator has said: a [`Blocker`] gets its event only while the
+//! stored status does not report it yet ([`Blocker::reported_in`]).
 
-use super::upgrade::{Plan, UpgradeState, runs_ready};
-use super::view::DeploymentView;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use operator_runtime::conditions::{self, State};
 
-use super::{Database, DatabaseStatus, Phase};
+use super::upgrade::Plan;
+use crate::api::{Database, DatabaseStatus, Phase, UpgradeState, UpgradeStatus};
+use crate::engine;
+use crate::resources::{secret, view::DeploymentView};
 
 /// Why the children of a Database could not be brought to the desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Blocker {
+pub(crate) enum Blocker {
     /// An object of the same name exists and is not controlled by this Database; the
     /// operator never adopts or overwrites it.
     NotOwned {
@@ -82,44 +86,18 @@ pub enum Blocker {
     },
 }
 
-/// What this process last announced (a Warning or Normal event) for each blocked Database, by
-/// key. The status says it too, once written; this covers the moment between the event and
-/// the status write reaching the cache, when a second reconcile would announce it again.
-/// Bounded by the Databases blocked now: an entry leaves when its Database is unblocked or gone.
-/// Clones share the record.
-#[derive(Clone, Debug, Default)]
-pub struct Announced(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (String, String)>>>);
-
-impl Announced {
-    /// Whether `blocker` is news for the Database `key` whose stored status is `status`:
-    /// neither the status nor this process has said it. Remembers it either way.
-    pub fn is_news(&self, key: &str, blocker: &Blocker, status: Option<&DatabaseStatus>) -> bool {
-        let said = (blocker.reason().to_string(), blocker.message());
-        let mut announced = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let news = !blocker.reported_in(status) && announced.get(key) != Some(&said);
-        announced.insert(key.to_string(), said);
-        news
-    }
-
-    /// The Database `key` is no longer blocked, or gone.
-    pub fn forget(&self, key: &str) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(key);
-    }
-}
-
 impl Blocker {
-    /// Whether `status` already reports this blocker (a true condition with its reason and
-    /// message): a Database that stays blocked for the same reason gets one event, not one
-    /// per reconcile.
-    pub fn reported_in(&self, status: Option<&DatabaseStatus>) -> bool {
-        let (reason, message) = (self.reason(), self.message());
-        status.is_some_and(|s| {
-            s.conditions.iter().any(|c| c.status == "True" && c.reason == reason && c.message == message)
-        })
+    /// Whether `status` already reports this blocker: a Database that stays blocked for the
+    /// same reason gets one event, not one per reconcile, and a restarted operator does not
+    /// tell it again. A wait is said in `Progressing`, a fault in `Degraded`.
+    pub(crate) fn reported_in(&self, status: Option<&DatabaseStatus>) -> bool {
+        let type_ = if matches!(self, Blocker::Waiting { .. }) { "Progressing" } else { "Degraded" };
+        let said = State::yes(self.reason(), self.message());
+        status.is_some_and(|s| conditions::reports(&s.conditions, type_, &said))
     }
 
     /// The Blocker a Deployment's own conditions report, if any.
-    pub fn from_deployment(deployment: &DeploymentView) -> Option<Self> {
+    pub(crate) fn from_deployment(deployment: &DeploymentView) -> Option<Self> {
         let conditions = deployment.status.as_ref()?.conditions.as_ref()?;
         conditions
             .iter()
@@ -136,7 +114,7 @@ impl Blocker {
     }
 
     /// The condition reason: `ResourceExists`, `InvalidSpec`, or the Deployment's reason.
-    pub fn reason(&self) -> &str {
+    pub(crate) fn reason(&self) -> &str {
         match self {
             Blocker::NotOwned { .. } => "ResourceExists",
             Blocker::Rejected { .. } => "InvalidSpec",
@@ -148,7 +126,7 @@ impl Blocker {
     }
 
     /// A message for a kubectl user: what is wrong and what to do.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             Blocker::NotOwned { kind, name } => format!(
                 "{kind} {name:?} already exists and is not managed by this Database; \
@@ -179,153 +157,75 @@ impl Blocker {
     }
 }
 
+/// The phase and the three conditions a status shows.
+#[derive(Debug)]
+struct Summary {
+    phase: Phase,
+    ready: State,
+    progressing: State,
+    degraded: State,
+}
+
+/// What the status follows from the Deployment and the status before.
+#[derive(Debug)]
+struct Observed {
+    ready_replicas: i32,
+    rolled_out: bool,
+    /// Ready before, or Degraded because it lost its replicas after being ready.
+    was_ready: bool,
+}
+
+impl Observed {
+    fn ready(&self) -> State {
+        if self.ready_replicas > 0 {
+            State::yes("DeploymentReady", format!("{} replica(s) ready", self.ready_replicas))
+        } else {
+            State::no("DeploymentNotReady", "no replica of the Deployment is ready")
+        }
+    }
+}
+
 /// The status `db` should have, given its Deployment as last seen (if any), what blocked the
 /// reconcile (if anything) and the image plan. `now` stamps conditions whose status changed.
-pub fn desired(
+pub(crate) fn desired(
     db: &Database,
     deployment: Option<&DeploymentView>,
     blocker: Option<&Blocker>,
     plan: &Plan,
     now: &Time,
 ) -> DatabaseStatus {
-    let generation = db.metadata.generation;
     let previous = db.status.as_ref();
-    let ready_replicas = deployment.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0);
-    let rolled_out = deployment.is_some_and(rolled_out);
-    // Ready before, or Degraded because it lost its replicas after being ready.
-    let was_ready = previous.is_some_and(|s| match s.phase {
-        Some(Phase::Ready) => true,
-        Some(Phase::Degraded) => s.conditions.iter().any(|c| c.type_ == "Degraded" && c.reason == "NoReadyReplicas"),
-        _ => false,
-    });
-
-    let progressing_now = (true, "Reconciling", "the Deployment is rolling out the current spec".to_string());
-    let upgrade = plan.upgrade.as_ref();
-    let ready_now = (true, "DeploymentReady", format!("{ready_replicas} replica(s) ready"));
-    let not_ready_now = (false, "DeploymentNotReady", "no replica of the Deployment is ready".to_string());
-    let (phase, ready, progressing, degraded) = match (blocker, upgrade) {
-        (Some(Blocker::Waiting { reason, message }), _) => (
-            Phase::Pending,
-            (false, *reason, message.clone()),
-            (true, *reason, message.clone()),
-            (false, "AsExpected", "nothing is wrong yet".to_string()),
-        ),
-        (Some(blocker), _) => (
-            Phase::Degraded,
-            (false, blocker.reason(), blocker.message()),
-            (false, blocker.reason(), "the operator cannot proceed until the problem is fixed".to_string()),
-            (true, blocker.reason(), blocker.message()),
-        ),
+    let observed = Observed {
+        ready_replicas: deployment.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0),
+        rolled_out: deployment.is_some_and(DeploymentView::rolled_out),
+        was_ready: previous.is_some_and(|s| match s.phase {
+            Some(Phase::Ready) => true,
+            Some(Phase::Degraded) => {
+                s.conditions.iter().any(|c| c.type_ == "Degraded" && c.reason == "NoReadyReplicas")
+            }
+            _ => false,
+        }),
+    };
+    let summary = match (blocker, plan.upgrade.as_ref()) {
+        (Some(blocker), _) => blocked(blocker),
         // An upgrade that failed or was refused: the database may well serve (the old image,
         // or the new one that is not Ready), but the spec is not what runs.
         (None, Some(upgrade)) if !matches!(upgrade.state, UpgradeState::Upgrading | UpgradeState::BackingUp) => {
-            let (reason, message) = match upgrade.state {
-                UpgradeState::Refused => (
-                    "MajorVersionUpgrade",
-                    format!(
-                        "{} to {} changes the engine's major version, which cannot read the old data directory: it \
-                         was not rolled, and {} still runs. Take a DatabaseBackup and restore it into a new \
-                         Database (spec.restoreFrom), or set spec.upgrade.allowMajor if the image migrates its data",
-                        upgrade.from, upgrade.to, upgrade.from
-                    ),
-                ),
-                UpgradeState::BackupFailed => (
-                    "UpgradeBackupFailed",
-                    format!(
-                        "the backup taken before upgrading from {} to {} failed (see its DatabaseBackup): the new \
-                         image was not rolled. Change spec.image, or unset spec.upgrade.backupFirst, to go on",
-                        upgrade.from, upgrade.to
-                    ),
-                ),
-                UpgradeState::RolledBack => (
-                    "UpgradeFailed",
-                    format!(
-                        "{} did not become ready within spec.upgrade.timeout; rolled back to {} (spec.upgrade.policy \
-                         Rollback). Change spec.image to try again",
-                        upgrade.to, upgrade.from
-                    ),
-                ),
-                _ => (
-                    "UpgradeFailed",
-                    format!(
-                        "{} did not become ready within spec.upgrade.timeout; the Deployment keeps it (spec.upgrade.policy \
-                         Rollback would go back to {})",
-                        upgrade.to, upgrade.from
-                    ),
-                ),
-            };
-            let ready = if ready_replicas > 0 { ready_now.clone() } else { not_ready_now.clone() };
-            (Phase::Degraded, ready, (false, reason, message.clone()), (true, reason, message))
+            upgrade_failed(upgrade, &observed)
         }
-        (None, Some(upgrade)) => (
-            if ready_replicas > 0 { Phase::Ready } else { Phase::Pending },
-            if ready_replicas > 0 { ready_now.clone() } else { not_ready_now.clone() },
-            if upgrade.state == UpgradeState::BackingUp {
-                (true, "BackingUp", format!("taking a backup before upgrading from {} to {}", upgrade.from, upgrade.to))
-            } else {
-                (
-                    true,
-                    "Upgrading",
-                    format!(
-                        "upgrading from {} to {}: waiting for the new pod to become ready",
-                        upgrade.from, upgrade.to
-                    ),
-                )
-            },
-            (false, "AsExpected", "the upgrade is in progress".to_string()),
-        ),
-        // Once ready, a rollout that keeps a replica ready (a new image, a new size) stays Ready.
-        (None, None) if ready_replicas > 0 && (rolled_out || was_ready) => (
-            Phase::Ready,
-            ready_now.clone(),
-            if rolled_out {
-                (false, "ReconcileComplete", "the Deployment and Service match the spec".to_string())
-            } else {
-                progressing_now
-            },
-            (false, "AsExpected", "the database is running as expected".to_string()),
-        ),
-        (None, None) if was_ready => (
-            Phase::Degraded,
-            (false, "NoReadyReplicas", "the database was ready and has no ready replica now".to_string()),
-            progressing_now,
-            (true, "NoReadyReplicas", "the database was ready and has no ready replica now".to_string()),
-        ),
-        (None, None) => (
-            Phase::Pending,
-            (
-                false,
-                "DeploymentNotReady",
-                "waiting for the Deployment to roll out and a replica to become ready".to_string(),
-            ),
-            progressing_now,
-            (false, "AsExpected", "nothing is wrong yet".to_string()),
-        ),
+        (None, Some(upgrade)) => upgrading(upgrade, &observed),
+        (None, None) => steady(&observed),
     };
-
-    let condition = |type_: &str, (status, reason, message): (bool, &str, String)| {
-        let status = if status { "True" } else { "False" }.to_string();
-        let last_transition_time = previous
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
-            .filter(|c| c.status == status)
-            .map(|c| c.last_transition_time.clone())
-            .unwrap_or_else(|| now.clone());
-        Condition {
-            type_: type_.to_string(),
-            status,
-            reason: reason.to_string(),
-            message,
-            last_transition_time,
-            observed_generation: generation,
-        }
-    };
-    let engine = crate::database::children::engine_of(db);
+    let generation = db.metadata.generation;
+    let stored = previous.map_or(&[][..], |s| &s.conditions[..]);
+    let condition = |type_: &str, state: State| conditions::condition(stored, type_, state, generation, now);
+    let engine = engine::of_database(db);
     DatabaseStatus {
         observed_generation: generation,
-        ready_replicas: Some(ready_replicas),
-        phase: Some(phase),
-        secret_name: engine.map(|_| crate::database::credentials::secret_name(db)),
-        current_image: if deployment.is_some_and(|d| runs_ready(d, &plan.image)) {
+        ready_replicas: Some(observed.ready_replicas),
+        phase: Some(summary.phase),
+        secret_name: engine.map(|_| secret::secret_name(db)),
+        current_image: if deployment.is_some_and(|d| d.runs_ready(&plan.image)) {
             Some(plan.image.clone())
         } else {
             previous.and_then(|s| s.current_image.clone())
@@ -334,20 +234,132 @@ pub fn desired(
         // What the reconcile sets itself (restore, schedule), kept until it does.
         restored_from: previous.and_then(|s| s.restored_from.clone()),
         last_scheduled_backup: previous.and_then(|s| s.last_scheduled_backup.clone()),
-        endpoint: engine.map(|engine| crate::database::credentials::endpoint(db, engine)),
+        endpoint: engine.map(|engine| secret::endpoint(db, engine)),
         conditions: vec![
-            condition("Ready", ready),
-            condition("Progressing", progressing),
-            condition("Degraded", degraded),
+            condition("Ready", summary.ready),
+            condition("Progressing", summary.progressing),
+            condition("Degraded", summary.degraded),
         ],
+    }
+}
+
+/// A Database its reconcile could not bring to the spec: a wait (`Pending`) or a fault
+/// (`Degraded`), in the blocker's words.
+fn blocked(blocker: &Blocker) -> Summary {
+    let (reason, message) = (blocker.reason(), blocker.message());
+    match blocker {
+        Blocker::Waiting { .. } => Summary {
+            phase: Phase::Pending,
+            ready: State::no(reason, message.clone()),
+            progressing: State::yes(reason, message),
+            degraded: State::no("AsExpected", "nothing is wrong yet"),
+        },
+        _ => Summary {
+            phase: Phase::Degraded,
+            ready: State::no(reason, message.clone()),
+            progressing: State::no(reason, "the operator cannot proceed until the problem is fixed"),
+            degraded: State::yes(reason, message),
+        },
+    }
+}
+
+/// An upgrade that was refused, whose backup failed, or that timed out.
+fn upgrade_failed(upgrade: &UpgradeStatus, observed: &Observed) -> Summary {
+    let (from, to) = (&upgrade.from, &upgrade.to);
+    let (reason, message) = match upgrade.state {
+        UpgradeState::Refused => (
+            "MajorVersionUpgrade",
+            format!(
+                "{from} to {to} changes the engine's major version, which cannot read the old data directory: it \
+                 was not rolled, and {from} still runs. Take a DatabaseBackup and restore it into a new \
+                 Database (spec.restoreFrom), or set spec.upgrade.allowMajor if the image migrates its data"
+            ),
+        ),
+        UpgradeState::BackupFailed => (
+            "UpgradeBackupFailed",
+            format!(
+                "the backup taken before upgrading from {from} to {to} failed (see its DatabaseBackup): the new \
+                 image was not rolled. Change spec.image, or unset spec.upgrade.backupFirst, to go on"
+            ),
+        ),
+        UpgradeState::RolledBack => (
+            "UpgradeFailed",
+            format!(
+                "{to} did not become ready within spec.upgrade.timeout; rolled back to {from} (spec.upgrade.policy \
+                 Rollback). Change spec.image to try again"
+            ),
+        ),
+        _ => (
+            "UpgradeFailed",
+            format!(
+                "{to} did not become ready within spec.upgrade.timeout; the Deployment keeps it (spec.upgrade.policy \
+                 Rollback would go back to {from})"
+            ),
+        ),
+    };
+    Summary {
+        phase: Phase::Degraded,
+        ready: observed.ready(),
+        progressing: State::no(reason, message.clone()),
+        degraded: State::yes(reason, message),
+    }
+}
+
+/// An upgrade in progress: its backup being taken, or the new image rolling out.
+fn upgrading(upgrade: &UpgradeStatus, observed: &Observed) -> Summary {
+    let (from, to) = (&upgrade.from, &upgrade.to);
+    let progressing = if upgrade.state == UpgradeState::BackingUp {
+        State::yes("BackingUp", format!("taking a backup before upgrading from {from} to {to}"))
+    } else {
+        State::yes("Upgrading", format!("upgrading from {from} to {to}: waiting for the new pod to become ready"))
+    };
+    Summary {
+        phase: if observed.ready_replicas > 0 { Phase::Ready } else { Phase::Pending },
+        ready: observed.ready(),
+        progressing,
+        degraded: State::no("AsExpected", "the upgrade is in progress"),
+    }
+}
+
+/// Nothing blocks and no upgrade runs: Ready once rolled out (and, once Ready, through a
+/// rollout that keeps a replica ready: a new size), Degraded when a ready database lost its
+/// replicas, Pending before.
+fn steady(observed: &Observed) -> Summary {
+    let rolling = State::yes("Reconciling", "the Deployment is rolling out the current spec");
+    if observed.ready_replicas > 0 && (observed.rolled_out || observed.was_ready) {
+        return Summary {
+            phase: Phase::Ready,
+            ready: observed.ready(),
+            progressing: if observed.rolled_out {
+                State::no("ReconcileComplete", "the Deployment and Service match the spec")
+            } else {
+                rolling
+            },
+            degraded: State::no("AsExpected", "the database is running as expected"),
+        };
+    }
+    if observed.was_ready {
+        let lost = "the database was ready and has no ready replica now";
+        return Summary {
+            phase: Phase::Degraded,
+            ready: State::no("NoReadyReplicas", lost),
+            progressing: rolling,
+            degraded: State::yes("NoReadyReplicas", lost),
+        };
+    }
+    Summary {
+        phase: Phase::Pending,
+        ready: State::no("DeploymentNotReady", "waiting for the Deployment to roll out and a replica to become ready"),
+        progressing: rolling,
+        degraded: State::no("AsExpected", "nothing is wrong yet"),
     }
 }
 
 /// Whether `db` needs nothing urgent: its status describes its current generation and says
 /// Ready. The controller queues a settled Database's child churn and status-only changes at low
-/// priority ([`crate::controller::Builder::settled`]); a new, changed or unready one stays
-/// normal, so its way to Ready never waits behind a fleet-wide change.
-pub fn settled(db: &Database) -> bool {
+/// priority ([`operator_runtime::controller::Builder::settled`]); a new, changed or unready one
+/// stays normal, so its way to Ready never waits behind a fleet-wide change.
+pub(crate) fn settled(db: &Database) -> bool {
     db.status.as_ref().is_some_and(|status| {
         status.observed_generation.is_some()
             && status.observed_generation == db.metadata.generation
@@ -355,52 +367,19 @@ pub fn settled(db: &Database) -> bool {
     })
 }
 
-/// Sets the condition `type_` of `status`, keeping its `lastTransitionTime` from `previous`
-/// unless its status changed.
-pub fn set_condition(
-    status: &mut DatabaseStatus,
-    previous: Option<&DatabaseStatus>,
-    type_: &str,
-    (ok, reason, message): (bool, &str, String),
-    now: &Time,
-) {
-    let value = if ok { "True" } else { "False" }.to_string();
-    let last_transition_time = previous
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
-        .filter(|c| c.status == value)
-        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
-    status.conditions.retain(|c| c.type_ != type_);
-    status.conditions.push(Condition {
-        type_: type_.to_string(),
-        status: value,
-        reason: reason.to_string(),
-        message,
-        last_transition_time,
-        observed_generation: status.observed_generation,
-    });
-}
-
-/// Whether the Deployment controller has acted on the Deployment's latest spec and every
-/// replica runs it.
-fn rolled_out(deployment: &DeploymentView) -> bool {
-    let Some(status) = &deployment.status else { return false };
-    let wanted = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    status.observed_generation >= deployment.metadata.generation
-        && status.updated_replicas.unwrap_or(0) >= wanted
-        && status.replicas.unwrap_or(0) <= wanted
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use crate::api::{DatabaseSpec, Size};
+    use crate::resources::view::{DeploymentConditionView, DeploymentStatusView};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use k8s_openapi::jiff::Timestamp;
+
     /// The plan of a Database whose image is not changing.
-    fn steady() -> Plan {
+    fn no_upgrade() -> Plan {
         Plan::steady("postgres:17")
     }
-    use crate::database::view::{DeploymentConditionView, DeploymentStatusView};
-    use crate::database::{DatabaseSpec, Size};
-    use k8s_openapi::jiff::Timestamp;
 
     fn time(seconds: i64) -> Time {
         Time(Timestamp::from_second(seconds).unwrap())
@@ -413,7 +392,7 @@ mod tests {
     }
 
     fn deployment(ready: i32) -> DeploymentView {
-        let full = crate::database::children::deployment(&database());
+        let full = crate::resources::workload::deployment(&database());
         let mut d: DeploymentView = serde_json::from_value(serde_json::to_value(full).unwrap()).unwrap();
         d.metadata.generation = Some(1);
         d.status = Some(DeploymentStatusView {
@@ -432,7 +411,7 @@ mod tests {
 
     #[test]
     fn database_without_a_ready_replica_is_pending_and_progressing() {
-        let status = desired(&database(), Some(&deployment(0)), None, &steady(), &time(10));
+        let status = desired(&database(), Some(&deployment(0)), None, &no_upgrade(), &time(10));
         assert_eq!(status.phase, Some(Phase::Pending));
         assert_eq!(status.observed_generation, Some(3));
         assert_eq!(condition(&status, "Ready").status, "False");
@@ -441,7 +420,7 @@ mod tests {
 
     #[test]
     fn rolled_out_deployment_with_a_ready_replica_makes_the_database_ready() {
-        let status = desired(&database(), Some(&deployment(1)), None, &steady(), &time(10));
+        let status = desired(&database(), Some(&deployment(1)), None, &no_upgrade(), &time(10));
         assert_eq!(status.phase, Some(Phase::Ready));
         assert_eq!(status.ready_replicas, Some(1));
         assert_eq!(condition(&status, "Ready").reason, "DeploymentReady");
@@ -451,9 +430,9 @@ mod tests {
     fn only_a_ready_database_whose_status_describes_its_generation_is_settled() {
         let mut db = database();
         assert!(!settled(&db), "no status yet");
-        db.status = Some(desired(&db, Some(&deployment(0)), None, &steady(), &time(10)));
+        db.status = Some(desired(&db, Some(&deployment(0)), None, &no_upgrade(), &time(10)));
         assert!(!settled(&db), "not ready");
-        db.status = Some(desired(&db, Some(&deployment(1)), None, &steady(), &time(10)));
+        db.status = Some(desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(10)));
         assert!(settled(&db));
         db.metadata.generation = Some(4);
         assert!(!settled(&db), "a spec the operator has not acted on");
@@ -462,8 +441,8 @@ mod tests {
     #[test]
     fn ready_database_that_loses_its_replica_is_degraded() {
         let mut db = database();
-        db.status = Some(desired(&db, Some(&deployment(1)), None, &steady(), &time(10)));
-        let status = desired(&db, Some(&deployment(0)), None, &steady(), &time(20));
+        db.status = Some(desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(10)));
+        let status = desired(&db, Some(&deployment(0)), None, &no_upgrade(), &time(20));
         assert_eq!(status.phase, Some(Phase::Degraded));
         assert_eq!(condition(&status, "Degraded").status, "True");
     }
@@ -471,41 +450,40 @@ mod tests {
     #[test]
     fn foreign_child_blocks_with_resource_exists() {
         let blocker = Blocker::NotOwned { kind: "Deployment", name: "orders".into() };
-        let status = desired(&database(), None, Some(&blocker), &steady(), &time(10));
+        let status = desired(&database(), None, Some(&blocker), &no_upgrade(), &time(10));
         assert_eq!(status.phase, Some(Phase::Degraded));
         let degraded = condition(&status, "Degraded");
         assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "ResourceExists"));
         assert!(degraded.message.contains("not managed by this Database"), "{}", degraded.message);
     }
 
+    /// The regression test of a blocker announced again by a restarted operator, and of one
+    /// announced at every reconcile: the stored status (as this process last wrote it, see
+    /// `operator_runtime::write::Statuses`) is the record of what was said.
     #[test]
-    fn a_blocker_is_news_once_until_it_changes_or_goes_away() {
-        let announced = Announced::default();
+    fn a_blocker_is_news_until_the_status_reports_it_and_again_after_a_recovery() {
         let blocker = Blocker::NotOwned { kind: "Deployment", name: "orders".into() };
-        assert!(announced.is_news("ns/orders", &blocker, None));
-        assert!(!announced.is_news("ns/orders", &blocker, None), "the status write has not reached the cache yet");
-        assert!(announced.is_news("ns/other", &blocker, None));
+        assert!(!blocker.reported_in(None), "nothing said yet");
+        let said = desired(&database(), None, Some(&blocker), &no_upgrade(), &time(10));
+        assert!(blocker.reported_in(Some(&said)), "said once: a restarted operator reads the status");
         let other = Blocker::NotOwned { kind: "Service", name: "orders".into() };
-        assert!(announced.is_news("ns/orders", &other, None));
-        announced.forget("ns/orders");
-        assert!(announced.is_news("ns/orders", &other, None), "blocked again after a recovery");
-        let status = desired(&database(), None, Some(&other), &steady(), &time(10));
-        assert!(
-            !Announced::default().is_news("ns/orders", &other, Some(&status)),
-            "a restarted operator reads the status"
-        );
+        assert!(!other.reported_in(Some(&said)), "another blocker is news");
+        let mut db = database();
+        db.status = Some(said);
+        let recovered = desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(20));
+        assert!(!blocker.reported_in(Some(&recovered)), "blocked again after a recovery");
     }
 
     #[test]
     fn a_blocker_is_reported_once_until_its_reason_or_message_changes() {
         let blocker = Blocker::NotOwned { kind: "Deployment", name: "orders".into() };
         assert!(!blocker.reported_in(None));
-        let status = desired(&database(), None, Some(&blocker), &steady(), &time(10));
+        let status = desired(&database(), None, Some(&blocker), &no_upgrade(), &time(10));
         assert!(blocker.reported_in(Some(&status)));
         let other = Blocker::NotOwned { kind: "Service", name: "orders".into() };
         assert!(!other.reported_in(Some(&status)), "another message is news");
         let waiting = Blocker::Waiting { reason: "WaitingForBackup", message: "m".into() };
-        let status = desired(&database(), None, Some(&waiting), &steady(), &time(10));
+        let status = desired(&database(), None, Some(&waiting), &no_upgrade(), &time(10));
         assert!(waiting.reported_in(Some(&status)), "a wait is reported in Progressing");
     }
 
@@ -519,7 +497,7 @@ mod tests {
             message: Some("pods \"orders-1\" is forbidden: exceeded quota".into()),
         }]);
         let blocker = Blocker::from_deployment(&failing).expect("a failing Deployment blocks");
-        let status = desired(&database(), Some(&failing), Some(&blocker), &steady(), &time(10));
+        let status = desired(&database(), Some(&failing), Some(&blocker), &no_upgrade(), &time(10));
         assert_eq!(status.phase, Some(Phase::Degraded));
         let degraded = condition(&status, "Degraded");
         assert_eq!(degraded.reason, "FailedCreate");
@@ -530,17 +508,17 @@ mod tests {
     #[test]
     fn unchanged_state_keeps_transition_times_so_the_status_is_equal() {
         let mut db = database();
-        let first = desired(&db, Some(&deployment(1)), None, &steady(), &time(10));
+        let first = desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(10));
         db.status = Some(first.clone());
-        let again = desired(&db, Some(&deployment(1)), None, &steady(), &time(99));
+        let again = desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(99));
         assert_eq!(first, again);
     }
 
     #[test]
     fn a_condition_that_flips_gets_a_new_transition_time() {
         let mut db = database();
-        db.status = Some(desired(&db, Some(&deployment(0)), None, &steady(), &time(10)));
-        let status = desired(&db, Some(&deployment(1)), None, &steady(), &time(20));
+        db.status = Some(desired(&db, Some(&deployment(0)), None, &no_upgrade(), &time(10)));
+        let status = desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(20));
         assert_eq!(condition(&status, "Ready").last_transition_time, time(20));
     }
 

@@ -19,114 +19,32 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use super::Database;
-use super::engine::Engine;
-use super::view::DeploymentView;
-use crate::backup::BackupPhase;
-
-/// How image changes are rolled out.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::rewrap_descriptions)]
-pub struct UpgradeSpec {
-    /// How long a new image has to become Ready before the upgrade has failed, as a duration
-    /// such as "10m" or "90s". Default: 10m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
-    pub timeout: Option<String>,
-
-    /// What a failed upgrade does. One of:
-    /// - Continue (the default): the Deployment keeps the new image.
-    /// - Rollback: the Deployment goes back to the image that was last Ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<UpgradePolicy>,
-
-    /// Roll a new major version of a known engine (postgres 16 to 17, mysql 8.0 to 8.4) anyway.
-    /// Only for images that migrate their data directory themselves: the official ones do not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_major: Option<bool>,
-
-    /// Take a DatabaseBackup of the running database, and wait for it to complete, before
-    /// rolling a new image (a Database with an engine).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup_first: Option<bool>,
-}
-
-/// What a failed upgrade does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum UpgradePolicy {
-    /// Keep the new image.
-    #[default]
-    Continue,
-    /// Go back to the image that was last Ready.
-    Rollback,
-}
-
-/// An upgrade in the status: from the image that was Ready to `spec.image`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::rewrap_descriptions)]
-pub struct UpgradeStatus {
-    /// The image that was Ready before.
-    pub from: String,
-    /// The image of spec.image.
-    pub to: String,
-    /// When the upgrade began (the operator first saw spec.image differ from the Ready image).
-    pub start_time: Time,
-    /// Where the upgrade stands.
-    pub state: UpgradeState,
-}
-
-/// Where an upgrade stands. One of:
-/// - BackingUp: a DatabaseBackup is taken before rolling (spec.upgrade.backupFirst).
-/// - BackupFailed: that backup failed; the new image was not rolled.
-/// - Upgrading: the new image is rolling out.
-/// - Failed: the new image did not become Ready in time; the Deployment keeps it.
-/// - RolledBack: the new image did not become Ready in time; the Deployment runs the old one.
-/// - Refused: a new major version of the engine, not rolled (see spec.upgrade.allowMajor).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum UpgradeState {
-    /// A DatabaseBackup is taken before rolling.
-    BackingUp,
-    /// The backup before rolling failed; the new image was not rolled.
-    BackupFailed,
-    /// The new image is rolling out.
-    Upgrading,
-    /// The new image did not become Ready in time; the Deployment keeps it.
-    Failed,
-    /// The new image did not become Ready in time; the Deployment runs the old one.
-    RolledBack,
-    /// A new major version of the engine: not rolled.
-    Refused,
-}
-
-/// The default of `spec.upgrade.timeout`.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+use crate::api::{BackupPhase, DEFAULT_TIMEOUT, Database, UpgradePolicy, UpgradeSpec, UpgradeState, UpgradeStatus};
+use crate::engine::Engine;
+use crate::resources::view::DeploymentView;
 
 /// What the reconcile does about the image.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The image the Deployment runs.
-    pub image: String,
+    pub(crate) image: String,
     /// The upgrade, if `spec.image` is not the image that was last Ready.
-    pub upgrade: Option<UpgradeStatus>,
+    pub(crate) upgrade: Option<UpgradeStatus>,
     /// When to look again although nothing changed: the upgrade's deadline.
-    pub recheck_after: Option<Duration>,
+    pub(crate) recheck_after: Option<Duration>,
 }
 
 impl Plan {
     /// Running `image`, no upgrade.
-    pub fn steady(image: &str) -> Self {
+    pub(crate) fn steady(image: &str) -> Self {
         Self { image: image.to_string(), upgrade: None, recheck_after: None }
     }
 }
 
 /// The plan for `db`, given its Deployment as cached, the time, and the phase of the backup
 /// taken before this upgrade (`spec.upgrade.backupFirst`), if it exists.
-pub fn plan(
+pub(crate) fn plan(
     db: &Database,
     engine: Option<&dyn Engine>,
     deployment: Option<&DeploymentView>,
@@ -139,7 +57,7 @@ pub fn plan(
     let steady = Plan::steady(&target);
     let Some(current) = current.filter(|current| *current != target) else { return steady };
     // The new image is rolled out and Ready: the upgrade is over (the status records it).
-    if deployment.is_some_and(|d| runs_ready(d, &target)) {
+    if deployment.is_some_and(|d| d.runs_ready(&target)) {
         return steady;
     }
     let spec = db.spec.upgrade.clone().unwrap_or_default();
@@ -168,41 +86,28 @@ pub fn plan(
             start_time = now.clone();
         }
     }
-    let upgrade = |state| {
-        Some(UpgradeStatus { from: current.clone(), to: target.clone(), start_time: start_time.clone(), state })
-    };
-    let timeout = spec.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok()).unwrap_or(DEFAULT_TIMEOUT);
-    let elapsed = now.0.duration_since(start_time.0).try_into().unwrap_or(Duration::ZERO);
-    if elapsed < timeout {
-        return Plan {
-            image: target.clone(),
-            upgrade: upgrade(UpgradeState::Upgrading),
-            recheck_after: Some(timeout - elapsed),
-        };
-    }
-    match spec.policy.unwrap_or_default() {
-        UpgradePolicy::Rollback => {
-            Plan { image: current.clone(), upgrade: upgrade(UpgradeState::RolledBack), recheck_after: None }
-        }
-        UpgradePolicy::Continue => {
-            Plan { image: target.clone(), upgrade: upgrade(UpgradeState::Failed), recheck_after: None }
-        }
-    }
+    rolling(&spec, UpgradeStatus { from: current, to: target, start_time, state: UpgradeState::Upgrading }, now)
 }
 
-/// Whether `deployment` has rolled out `image` and its replica is Ready.
-pub fn runs_ready(deployment: &DeploymentView, image: &str) -> bool {
-    let runs = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .and_then(|p| p.containers.first())
-        .is_some_and(|c| c.image.as_deref() == Some(image));
-    let Some(status) = &deployment.status else { return false };
-    runs && status.observed_generation >= deployment.metadata.generation
-        && status.updated_replicas.unwrap_or(0) >= 1
-        && status.ready_replicas.unwrap_or(0) >= 1
-        && status.replicas.unwrap_or(0) <= 1
+/// An upgrade whose rollout started at `upgrade.start_time`: the target runs until the
+/// timeout, then the policy decides (back to the image that was Ready, or on with the target).
+fn rolling(spec: &UpgradeSpec, mut upgrade: UpgradeStatus, now: &Time) -> Plan {
+    let timeout = spec.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok()).unwrap_or(DEFAULT_TIMEOUT);
+    let elapsed = now.0.duration_since(upgrade.start_time.0).try_into().unwrap_or(Duration::ZERO);
+    if elapsed < timeout {
+        return Plan { image: upgrade.to.clone(), upgrade: Some(upgrade), recheck_after: Some(timeout - elapsed) };
+    }
+    let image = match spec.policy.unwrap_or_default() {
+        UpgradePolicy::Rollback => {
+            upgrade.state = UpgradeState::RolledBack;
+            upgrade.from.clone()
+        }
+        UpgradePolicy::Continue => {
+            upgrade.state = UpgradeState::Failed;
+            upgrade.to.clone()
+        }
+    };
+    Plan { image, upgrade: Some(upgrade), recheck_after: None }
 }
 
 /// The major version of `image` for `engine`, if its tag says it.
@@ -212,7 +117,7 @@ fn major(engine: &dyn Engine, image: &str) -> Option<String> {
 
 /// The tag of an image reference: after the last ':' of its last path segment (a registry's
 /// port is not a tag); none for a digest or no tag.
-pub fn tag(image: &str) -> Option<&str> {
+pub(crate) fn tag(image: &str) -> Option<&str> {
     if image.contains('@') {
         return None;
     }
@@ -220,11 +125,20 @@ pub fn tag(image: &str) -> Option<&str> {
     last_segment.split_once(':').map(|(_, tag)| tag)
 }
 
+/// The name of the backup taken before upgrading `db` to `target`.
+pub(crate) fn pre_upgrade_backup_name(db: &Database, target: &str) -> String {
+    // A short, stable digest of the target: one backup per upgrade, a valid name whatever
+    // the image reference holds.
+    let digest = ring::digest::digest(&ring::digest::SHA256, target.as_bytes());
+    let hex: String = digest.as_ref()[..5].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-pre-upgrade-{hex}", db.metadata.name.as_deref().unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::database::engine::{EngineKind, of};
-    use crate::database::{DatabaseSpec, DatabaseStatus, Size};
+    use crate::api::{DatabaseSpec, DatabaseStatus, EngineKind, Size, UpgradeSpec};
+    use crate::engine::of;
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
     fn at(seconds: i64) -> Time {
@@ -248,7 +162,7 @@ mod tests {
         assert_eq!(tag("registry.example:5000/team/postgres:16"), Some("16"));
         assert_eq!(tag("registry.example:5000/team/postgres"), None);
         assert_eq!(tag("postgres@sha256:abc"), None);
-        use crate::database::engine::leading_version;
+        use crate::engine::leading_version;
         assert_eq!(leading_version("17.2-alpine", 1).as_deref(), Some("17"));
         assert_eq!(leading_version("8.4.3", 2).as_deref(), Some("8.4"));
         assert_eq!(leading_version("8", 2), None);
@@ -321,5 +235,13 @@ mod tests {
         let upgrade = rolling.upgrade.unwrap();
         assert_eq!((rolling.image.as_str(), upgrade.state), ("postgres:17.2", UpgradeState::Upgrading));
         assert_eq!(upgrade.start_time, at(100), "the timeout counts from the backup's end");
+    }
+
+    #[test]
+    fn the_pre_upgrade_backup_name_is_stable_and_valid() {
+        let db = database("postgres:17", None, None);
+        let name = pre_upgrade_backup_name(&db, "registry.example:5000/postgres:17.2");
+        assert_eq!(name, pre_upgrade_backup_name(&db, "registry.example:5000/postgres:17.2"));
+        assert!(name.starts_with("orders-pre-upgrade-") && name.len() == "orders-pre-upgrade-".len() + 10);
     }
 }

@@ -10,13 +10,17 @@ use k8s_openapi::api::batch::v1::Job;
 use kube_client::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::backup::{self, BackupReconciler, DatabaseBackup};
-use crate::controller::{self, Controller};
-use crate::database::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
-use crate::database::{self, Database, DatabaseReconciler};
-use crate::events::Recorder;
-use crate::informer::{self, Factory, key_of};
-use crate::workqueue::{self, RateLimitingQueue};
+use operator_runtime::controller::{self, Controller};
+use operator_runtime::events::Recorder;
+use operator_runtime::informer::{self, Factory, key_of};
+use operator_runtime::workqueue::{self, RateLimitingQueue};
+use operator_runtime::write::Writer;
+
+use crate::api::{Database, DatabaseBackup, index};
+use crate::backup::{self, BackupReconciler};
+use crate::database::{self, DatabaseReconciler};
+use crate::resources::meta::{LABEL_SELECTOR, MANAGER};
+use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
 
 /// The controllers and their reconcilers, ready to run.
 pub(super) struct Controllers {
@@ -31,6 +35,7 @@ pub(super) struct Settings {
     pub(super) cache_sync_timeout: std::time::Duration,
     pub(super) queue_metrics: workqueue::Metrics,
     pub(super) controller_metrics: controller::Metrics,
+    pub(super) rollout_marker: Option<String>,
 }
 
 impl Controllers {
@@ -40,14 +45,15 @@ impl Controllers {
         let databases = factory.informer::<Database>();
         // The children: only the operator's own (most of a cluster's are not), and the Secrets
         // as metadata (the operator never holds a password it does not need).
-        let deployments = factory.informer_selected::<DeploymentView>(database::LABEL_SELECTOR);
-        let services = factory.informer_selected::<ServiceView>(database::LABEL_SELECTOR);
-        let claims = factory.informer_selected::<PersistentVolumeClaimView>(database::LABEL_SELECTOR);
-        let secrets = factory.informer_selected::<SecretView>(database::LABEL_SELECTOR);
-        let jobs = factory.informer_selected::<Job>(database::LABEL_SELECTOR);
+        let deployments = factory.informer_selected::<DeploymentView>(LABEL_SELECTOR);
+        let services = factory.informer_selected::<ServiceView>(LABEL_SELECTOR);
+        let claims = factory.informer_selected::<PersistentVolumeClaimView>(LABEL_SELECTOR);
+        let secrets = factory.informer_selected::<SecretView>(LABEL_SELECTOR);
+        let jobs = factory.informer_selected::<Job>(LABEL_SELECTOR);
         let backups = factory.informer::<DatabaseBackup>();
-        backups.add_indexer(backup::BY_DATABASE, Arc::new(backup::by_database));
-        databases.add_indexer(database::backups::BY_RESTORE_SOURCE, Arc::new(database::backups::by_restore_source));
+        backups.add_indexer(index::BY_DATABASE, Arc::new(index::by_database));
+        databases.add_indexer(index::BY_RESTORE_SOURCE, Arc::new(index::by_restore_source));
+        let writer = Writer::new(client.clone(), MANAGER);
 
         let queue = |name: &str| {
             RateLimitingQueue::with_config(
@@ -65,7 +71,8 @@ impl Controllers {
             secrets: secrets.store(),
             backups: backups.store(),
         };
-        let database_reconciler = DatabaseReconciler::new(client.clone(), stores, recorder.clone());
+        let database_reconciler =
+            DatabaseReconciler::new(writer.clone(), stores, recorder.clone(), settings.rollout_marker);
         let database = controller::Builder::new("database", databases.clone())
             .owns(deployments.clone())
             .owns(services.clone())
@@ -78,7 +85,7 @@ impl Controllers {
             .watches(deployments, same_name_database(&databases))
             .watches(services, same_name_database(&databases))
             // A restore waits for its backup, an upgrade for the backup taken before it.
-            .watches(backups.clone(), database::backups::databases_waiting_for(databases.store()))
+            .watches(backups.clone(), database::restore::databases_waiting_for(databases.store()))
             .settled(database::status::settled)
             .workers(settings.workers)
             .cache_sync_timeout(settings.cache_sync_timeout)
@@ -92,7 +99,7 @@ impl Controllers {
             claims: claims.store(),
             jobs: jobs.store(),
         };
-        let backup_reconciler = BackupReconciler::new(client.clone(), backup_stores, recorder.clone());
+        let backup_reconciler = BackupReconciler::new(writer, backup_stores, recorder.clone());
         let backup = controller::Builder::new("databasebackup", backups.clone())
             .owns(jobs)
             .owns(claims)

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::shutdown::Lead;
-use crate::ops::leader::{Config, Elector, Ended};
+use operator_runtime::ops::leader::{Config, Elector, Ended};
 
 /// How the workers are stopped.
 #[derive(Debug, Clone)]

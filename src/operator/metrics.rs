@@ -7,8 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::Options;
-use crate::events::Recorder;
-use crate::{controller, informer, workqueue};
+use operator_runtime::events::Recorder;
+use operator_runtime::{controller, informer, workqueue};
 
 /// The registry `/metrics` serves, and the handles the operator's parts record into.
 #[derive(Debug)]

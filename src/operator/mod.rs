@@ -17,13 +17,13 @@ use kube_client::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::client::{self, RequestMetrics};
-use crate::controller;
-use crate::events::Recorder;
-use crate::informer::{self, Factory};
-use crate::ops::leader::{self, Elector};
+use operator_runtime::client::{self, RequestMetrics};
+use operator_runtime::controller;
+use operator_runtime::events::Recorder;
+use operator_runtime::informer::{self, Factory};
+use operator_runtime::ops::leader::{self, Elector};
 
-use crate::ops::{self, Health};
+use operator_runtime::ops::{self, Health};
 
 mod controllers;
 mod leadership;
@@ -81,7 +81,7 @@ pub struct Options {
     /// Parallel reconciles.
     pub workers: usize,
     /// Whether the controllers' queues put users' changes first (see
-    /// [`crate::workqueue::Priority`]); `false` keeps one FIFO.
+    /// [`operator_runtime::workqueue::Priority`]); `false` keeps one FIFO.
     pub priority_queue: bool,
     /// Periodic resync of every cached object; `None` disables it.
     pub resync_period: Option<Duration>,
@@ -108,6 +108,9 @@ pub struct Options {
     /// The API request metrics of the client passed to [`run`] (see [`client::from_config`]),
     /// served on `/metrics`.
     pub request_metrics: Option<RequestMetrics>,
+    /// The rollout benchmark's marker on every Deployment (`--bench-rollout-marker`); `None`
+    /// outside that benchmark.
+    pub rollout_marker: Option<String>,
 }
 
 impl std::fmt::Debug for Options {
@@ -142,6 +145,7 @@ impl Options {
             lease_client: None,
             events_client: None,
             request_metrics: None,
+            rollout_marker: None,
         }
     }
 }
@@ -219,6 +223,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         cache_sync_timeout: options.cache_sync_timeout,
         queue_metrics,
         controller_metrics,
+        rollout_marker: options.rollout_marker.clone(),
     };
     let controllers = Controllers::build(&factory, &client, &recorder, settings);
     // The recorders now live in the reconcilers: the events task ends when they are dropped.

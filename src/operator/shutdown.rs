@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::Error;
-use crate::controller;
-use crate::ops::Health;
-use crate::ops::leader::Ended;
+use operator_runtime::controller;
+use operator_runtime::ops::Health;
+use operator_runtime::ops::leader::Ended;
 
 /// Leading, as the shutdown sequence sees it.
 pub(super) trait Lead {

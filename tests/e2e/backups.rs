@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use database_operator::backup::{self, BackupPhase, DatabaseBackup};
-use database_operator::database::{Database, DatabaseSpec, EngineKind, Phase, Size};
+use database_operator::api::{self as backup, BackupPhase, DatabaseBackup};
+use database_operator::api::{Database, DatabaseSpec, EngineKind, Phase, Size};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
@@ -98,7 +98,7 @@ async fn ready_postgres(databases: &Api<Database>, name: &str) {
 
 fn restored_from(name: &str, engine: EngineKind, image: &str, backup: &str) -> Database {
     let mut db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(engine));
-    db.spec.restore_from = Some(Box::new(database_operator::database::RestoreFrom { backup: backup.into() }));
+    db.spec.restore_from = Some(Box::new(database_operator::api::RestoreFrom { backup: backup.into() }));
     db
 }
 

@@ -215,10 +215,9 @@ pub(crate) fn delete_when_dropped(objects: &[&str]) {
 /// serves them.
 pub(crate) async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [
-        database_operator::database::crd(),
-        <database_operator::backup::DatabaseBackup as kube_core::CustomResourceExt>::crd(),
-    ] {
+    for crd in
+        [database_operator::api::crd(), <database_operator::api::DatabaseBackup as kube_core::CustomResourceExt>::crd()]
+    {
         let name = crd.metadata.name.clone().expect("a CRD has a name");
         crds.patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&crd))
             .await

@@ -10,9 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use database_operator::database::{
-    Credentials, Database, DatabaseSpec, EngineKind, Phase, ReclaimPolicy, Size, Storage,
-};
+use database_operator::api::{Credentials, Database, DatabaseSpec, EngineKind, Phase, ReclaimPolicy, Size, Storage};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
 use kube_client::Client;

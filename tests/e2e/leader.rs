@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use database_operator::database::{Database, DatabaseSpec, Phase, Size};
+use database_operator::api::{Database, DatabaseSpec, Phase, Size};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube_client::Client;

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use database_operator::client::{self, Limits, RequestMetrics};
-use database_operator::database::{Database, DatabaseSpec, DatabaseStatus, Phase, Size};
+use database_operator::api::{Database, DatabaseSpec, DatabaseStatus, Phase, Size};
 use database_operator::operator::{self, Options};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -16,6 +15,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube_client::Client;
 use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube_core::{ApiResource, DynamicObject, ObjectMeta};
+use operator_runtime::client::{self, Limits, RequestMetrics};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

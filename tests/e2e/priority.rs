@@ -10,11 +10,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use database_operator::client::{self, Limits, RequestMetrics};
-use database_operator::database::{Database, DatabaseSpec, Phase, Size};
+use database_operator::api::{Database, DatabaseSpec, Phase, Size};
 use database_operator::operator::{self, Options};
 use futures::{StreamExt, TryStreamExt};
 use kube_client::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use operator_runtime::client::{self, Limits, RequestMetrics};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{TestNamespace, client, install_crd, wait_until};

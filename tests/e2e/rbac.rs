@@ -9,7 +9,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use database_operator::database::{Database, DatabaseSpec, Phase, Size};
+use database_operator::api::{Database, DatabaseSpec, Phase, Size};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding, RoleRef, Subject};
 use kube_client::Client;

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use database_operator::database::{Database, DatabaseSpec, Size};
+use database_operator::api::{Database, DatabaseSpec, Size};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube_client::api::{Api, ListParams, PostParams};

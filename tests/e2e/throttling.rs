@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use database_operator::client::{self, Limits, RequestMetrics};
-use database_operator::database::{Database, DatabaseSpec, Phase, Size};
+use database_operator::api::{Database, DatabaseSpec, Phase, Size};
 use database_operator::operator::{self, Options};
 use http::Method;
 use kube_client::api::{Api, ListParams, PostParams};
 use kube_client::{Client, Config};
+use operator_runtime::client::{self, Limits, RequestMetrics};
 use tokio_util::sync::CancellationToken;
 
 use crate::apf::{self, PriorityLevel, flow_schema_of};

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use database_operator::database::{
+use database_operator::api::{
     Database, DatabaseSpec, EngineKind, Phase, Size, UpgradePolicy, UpgradeSpec, UpgradeState,
 };
 use k8s_openapi::api::apps::v1::Deployment;

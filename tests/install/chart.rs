@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use database_operator::database::{Database, DatabaseSpec, Size};
+use database_operator::api::{Database, DatabaseSpec, Size};
 
 use crate::common::{TestNamespace, client};
 use crate::{RunningOperator, SERIAL, image, run, wait_ready};

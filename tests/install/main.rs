@@ -295,7 +295,7 @@ async fn scraper_token(client: &Client, namespace: &str, role: &str) -> String {
 
 /// Waits until every Database in `namespace` named in `names` is Ready.
 async fn wait_ready(client: &Client, namespace: &str, names: &[&str]) {
-    use database_operator::database::{Database, Phase};
+    use database_operator::api::{Database, Phase};
     let databases: Api<Database> = Api::namespaced(client.clone(), namespace);
     for name in names {
         wait_until(&format!("Database {namespace}/{name} to be Ready"), std::time::Duration::from_secs(90), || async {

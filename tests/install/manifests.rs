@@ -4,7 +4,7 @@
 //! rolling update (the kubelet stops the old Pod with SIGTERM, the Lease moves to the new one)
 //! and an uninstall.
 
-use database_operator::database::Database;
+use database_operator::api::Database;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::Api;

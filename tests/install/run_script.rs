@@ -6,7 +6,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use database_operator::database::Database;
+use database_operator::api::Database;
 use kube_client::api::{Api, DeleteParams};
 
 use crate::common::{client, http_get, wait_until};

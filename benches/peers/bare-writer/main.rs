@@ -2,8 +2,8 @@
 //! controller around them.
 //!
 //! It lists the Databases once and, `--workers` at a time, server-side applies each one's
-//! Deployment and Service concurrently (database-operator's own `children::deployment` / `service`) and
-//! then its status (`status::desired` of the Deployment it got back), with the same field
+//! Deployment and Service concurrently (database-operator's own `desired::deployment` / `service`) and
+//! then its status (`desired::status` of the Deployment it got back), with the same field
 //! manager, force and client throttling as the operator. With `--events` it also creates the
 //! `Created` event the operator publishes for a new Database. No informer, no queue, no
 //! cache, no drift check: whatever time it takes is the apiserver's and etcd's.
@@ -17,16 +17,14 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use database_operator::client;
-use database_operator::database::view::{DeploymentView, ServiceView};
-use database_operator::database::{Database, children, status};
-use database_operator::events::{EventType, Recorder};
+use database_operator::api::Database;
+use database_operator::desired::{self, DeploymentView, ServiceView};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube_client::Client;
 use kube_client::api::{Api, ListParams, Patch, PatchParams};
 use kube_core::Resource;
+use operator_runtime::client;
+use operator_runtime::events::{EventType, Recorder};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -75,12 +73,12 @@ async fn main() -> anyhow::Result<()> {
 async fn write(client: Client, db: Database, recorder: Arc<Option<Recorder>>) -> anyhow::Result<()> {
     let namespace = db.metadata.namespace.clone().unwrap_or_default();
     let name = db.metadata.name.clone().unwrap_or_default();
-    let params = PatchParams::apply(children::MANAGER).force();
+    let params = PatchParams::apply(desired::FIELD_MANAGER).force();
     // The two children at once, as the operator writes them when its cache holds the
     // Deployment (a new Database's Deployment it writes first: see the reconcile's docs).
     let deployments = Api::<DeploymentView>::namespaced(client.clone(), &namespace);
     let services = Api::<ServiceView>::namespaced(client.clone(), &namespace);
-    let (deployment_body, service_body) = (children::deployment(&db), children::service(&db));
+    let (deployment_body, service_body) = (desired::deployment(&db), desired::service(&db));
     let (deployment, _service) = futures::try_join!(
         async {
             deployments
@@ -99,8 +97,7 @@ async fn write(client: Client, db: Database, recorder: Arc<Option<Recorder>>) ->
         let note = format!("created Deployment {name} and Service {name}");
         recorder.publish(&db, EventType::Normal, "Created", "Reconcile", &note);
     }
-    let plan = database_operator::database::upgrade::Plan::steady(&db.spec.image);
-    let status = status::desired(&db, Some(&deployment), None, &plan, &Time(Timestamp::now()));
+    let status = desired::status(&db, Some(&deployment));
     let body = serde_json::json!({
         "apiVersion": Database::api_version(&()),
         "kind": Database::kind(&()),

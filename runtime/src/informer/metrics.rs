@@ -1,0 +1,135 @@
+//! Prometheus counters of what the informers did, labelled `resource`.
+//!
+//! | name | counts |
+//! | --- | --- |
+//! | `informer_lists_total` | full lists started, paginated or streamed |
+//! | `informer_list_errors_total` | full lists that failed |
+//! | `informer_watches_total` | watch requests made (a streaming list is one) |
+//! | `informer_relists_total` | lists made again because the watch's resourceVersion was gone (410) |
+//! | `informer_watch_errors_total` | watches that could not start or ended with an error, 410 included |
+//! | `informer_undecodable_objects_total` | list items and watch events left out of the cache because they do not decode |
+//!
+//! and one gauge, labelled `resource` and `handler`: `informer_handler_queue_depth`, the
+//! changes waiting in a handler's lane.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = [(&'static str, String); 1];
+type HandlerLabels = [(&'static str, String); 2];
+
+/// The informer counters, registered once and shared by every informer (clone it into each
+/// [`Config`](super::Config)).
+///
+/// ```
+/// use operator_runtime::informer::{Config, Metrics};
+/// use prometheus_client::registry::Registry;
+///
+/// let mut registry = Registry::default();
+/// let config = Config { metrics: Some(Metrics::new(&mut registry)), ..Config::default() };
+/// # let _ = config;
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    lists: Family<Labels, Counter>,
+    list_errors: Family<Labels, Counter>,
+    watches: Family<Labels, Counter>,
+    relists: Family<Labels, Counter>,
+    watch_errors: Family<Labels, Counter>,
+    undecodable: Family<Labels, Counter>,
+    handler_depth: Family<HandlerLabels, Gauge>,
+}
+
+impl Metrics {
+    /// Creates the counters and registers them in `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let metrics = Metrics::default();
+        // The text encoder appends `_total` to counter names.
+        registry.register("informer_lists", "Full lists started, paginated or streamed", metrics.lists.clone());
+        registry.register("informer_list_errors", "Full lists that failed", metrics.list_errors.clone());
+        registry.register("informer_watches", "Watch requests made", metrics.watches.clone());
+        registry.register("informer_relists", "Lists made again after 410 Gone", metrics.relists.clone());
+        registry.register(
+            "informer_watch_errors",
+            "Watches that failed to start or ended with an error",
+            metrics.watch_errors.clone(),
+        );
+        registry.register(
+            "informer_undecodable_objects",
+            "List items and watch events left out of the cache because they do not decode",
+            metrics.undecodable.clone(),
+        );
+        registry.register(
+            "informer_handler_queue_depth",
+            "Changes waiting for an event handler",
+            metrics.handler_depth.clone(),
+        );
+        metrics
+    }
+
+    /// The counters of one resource.
+    pub(crate) fn for_resource(&self, resource: &str) -> ResourceMetrics {
+        let labels: Labels = [("resource", resource.to_string())];
+        ResourceMetrics {
+            lists: self.lists.get_or_create(&labels).clone(),
+            list_errors: self.list_errors.get_or_create(&labels).clone(),
+            watches: self.watches.get_or_create(&labels).clone(),
+            relists: self.relists.get_or_create(&labels).clone(),
+            watch_errors: self.watch_errors.get_or_create(&labels).clone(),
+            undecodable: self.undecodable.get_or_create(&labels).clone(),
+            handler_depth: self.handler_depth.clone(),
+            resource: resource.to_string(),
+        }
+    }
+}
+
+/// The counters of one resource; a default one counts into the void.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ResourceMetrics {
+    pub(crate) lists: Counter,
+    pub(crate) list_errors: Counter,
+    pub(crate) watches: Counter,
+    pub(crate) relists: Counter,
+    pub(crate) watch_errors: Counter,
+    pub(crate) undecodable: Counter,
+    handler_depth: Family<HandlerLabels, Gauge>,
+    resource: String,
+}
+
+impl ResourceMetrics {
+    /// The queue depth gauge of the handler called `handler`.
+    pub(crate) fn handler_depth(&self, handler: &str) -> Gauge {
+        let labels: HandlerLabels = [("resource", self.resource.clone()), ("handler", handler.to_string())];
+        self.handler_depth.get_or_create(&labels).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    #[test]
+    fn counters_are_exposed_with_total_suffix_and_resource_label() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry);
+        let configmaps = metrics.for_resource("configmaps");
+        configmaps.lists.inc();
+        configmaps.relists.inc();
+        configmaps.watches.inc_by(2);
+        configmaps.watch_errors.inc();
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        for line in [
+            "informer_lists_total{resource=\"configmaps\"} 1",
+            "informer_watches_total{resource=\"configmaps\"} 2",
+            "informer_relists_total{resource=\"configmaps\"} 1",
+            "informer_watch_errors_total{resource=\"configmaps\"} 1",
+            "informer_list_errors_total{resource=\"configmaps\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+}

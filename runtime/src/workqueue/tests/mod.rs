@@ -1,0 +1,3 @@
+//! Property tests of the work queue's invariants (proptest).
+
+mod properties;

@@ -1,0 +1,162 @@
+//! The `DatabaseBackup` custom resource types: `example.com/v1`, kind `DatabaseBackup`.
+//!
+//! Like the Database's, these types are the source of the CRD ([`crd`]); the `///` comments on
+//! the fields are what `kubectl explain databasebackup.spec` shows.
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube_derive::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::EngineKind;
+
+/// A logical dump of a Database, taken once, kept in a claim of its own.
+#[derive(CustomResource, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[allow(
+    clippy::duplicated_attributes,
+    reason = "clippy reads the repeated `type_ = \"string\"` of the printer columns as duplicates"
+)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "DatabaseBackup",
+    plural = "databasebackups",
+    shortname = "dbbackup",
+    category = "database-operator",
+    namespaced,
+    status = "BackupStatus",
+    derive = "PartialEq",
+    doc = "A DatabaseBackup is a logical dump of a Database (pg_dump, mysqldump, mariadb-dump, redis's RDB), taken once by a Job and kept in a claim of its own.",
+    printcolumn(
+        name = "DATABASE",
+        type_ = "string",
+        json_path = ".spec.database",
+        description = "The Database dumped."
+    ),
+    printcolumn(
+        name = "PHASE",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Pending, Running, Completed or Failed."
+    ),
+    printcolumn(
+        name = "COMPLETED",
+        type_ = "date",
+        json_path = ".status.completionTime",
+        description = "When the dump completed."
+    ),
+    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    crates(kube_core = "::kube_core")
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self == oldSelf", "message": "a DatabaseBackup cannot change once created: create a new one"},
+]))]
+pub struct BackupSpec {
+    /// The name of the Database to dump, in the same namespace. It needs an engine.
+    #[schemars(length(min = 1, max = 63))]
+    pub database: String,
+
+    /// Where the dump is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<BackupStorage>,
+}
+
+/// The claim that keeps a dump.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
+pub struct BackupStorage {
+    /// The size of the claim, a quantity such as "5Gi". Default: the size of the Database's
+    /// volume, which a dump does not exceed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
+         "message": "spec.storage.size must be a positive quantity, such as 5Gi"},
+    ]))]
+    pub size: Option<String>,
+
+    /// The StorageClass of the claim; the cluster's default class when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+}
+
+/// The observed state of a DatabaseBackup.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
+pub struct BackupStatus {
+    /// Where the backup stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BackupPhase>,
+
+    /// The engine of the Database dumped: a restore needs the same one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineKind>,
+
+    /// The image the dump ran with (the Database's image when the backup began).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+
+    /// The claim that keeps the dump.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_name: Option<String>,
+
+    /// When the dump started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+
+    /// When the dump completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+
+    /// Why the backup failed or waits, in words for a kubectl user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+
+    /// The latest observations, in the standard Kubernetes condition format ("Complete",
+    /// "Failed").
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "::operator_runtime::informer::view::exact")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Where a backup stands. One of:
+/// - Pending: waiting for its Database, its claim or its Job.
+/// - Running: the dump runs.
+/// - Completed: the dump is in its claim.
+/// - Failed: the dump failed; the message says why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum BackupPhase {
+    /// Waiting for its Database, its claim or its Job.
+    Pending,
+    /// The dump runs.
+    Running,
+    /// The dump is in its claim.
+    Completed,
+    /// The dump failed.
+    Failed,
+}
+
+impl BackupPhase {
+    /// Whether the backup is over (Completed or Failed).
+    pub fn is_finished(self) -> bool {
+        matches!(self, BackupPhase::Completed | BackupPhase::Failed)
+    }
+}
+
+impl fmt::Display for BackupPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A new backup of `database`, named `name`.
+pub fn backup(name: &str, database: &str) -> DatabaseBackup {
+    DatabaseBackup::new(name, BackupSpec { database: database.to_string(), storage: None })
+}

@@ -1,0 +1,42 @@
+//! The backup sections of a Database: `spec.backup` (backups on a schedule, a number kept) and
+//! `spec.restoreFrom` (the backup a new Database starts from). What the operator does with
+//! them is `crate::database::schedule` and `crate::database::restore`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Backups of a Database on a schedule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
+pub struct BackupSchedule {
+    /// When to take a backup, in cron syntax: five fields (minute hour day-of-month month
+    /// day-of-week, as a CronJob's), or six with seconds first. Times are UTC.
+    #[schemars(length(min = 1, max = 128))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.split(' ').filter(f, f != '').size() in [5, 6]",
+         "message": "spec.backup.schedule must have five fields (minute hour day-of-month month day-of-week), or six with seconds first"},
+    ]))]
+    pub schedule: String,
+
+    /// How many finished scheduled backups to keep; the oldest beyond it are deleted.
+    /// Default 7.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // schemars names u32 `uint32`, a format Kubernetes does not know (`kubectl explain` warns
+    // about it); within 1..=1000 it is an int32.
+    #[schemars(range(min = 1, max = 1000), extend("format" = "int32"))]
+    pub keep: Option<u32>,
+}
+
+/// The backup a new Database is restored from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
+pub struct RestoreFrom {
+    /// The name of a DatabaseBackup in the same namespace, of a Database of the same engine.
+    #[schemars(length(min = 1, max = 253))]
+    pub backup: String,
+}
+
+/// The default of `spec.backup.keep`.
+pub const DEFAULT_KEEP: u32 = 7;

@@ -1,0 +1,229 @@
+//! What each database engine's official image needs, in one place per engine: its port, where
+//! it keeps its data, the user it runs as, its environment (credentials from the Database's
+//! Secret), its probes and its connection URI.
+//!
+//! The controllers and the objects they build never branch on an engine's name: they ask the
+//! [`Engine`] of the Database ([`of`], [`of_database`]). Adding an engine is one file and one
+//! line in [`of`] (and its name in [`EngineKind`]).
+//!
+//! The images run as the non-root user their Dockerfiles create (uid 999 in all four), which
+//! the "restricted" Pod Security level requires; `fsGroup` makes the volume theirs.
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, EnvVar, EnvVarSource, ExecAction, PodSecurityContext, Probe, SeccompProfile, SecretKeySelector,
+    SecurityContext,
+};
+
+use crate::api::{Database, EngineKind};
+
+mod mysql;
+mod postgres;
+mod redis;
+
+/// The keys of a credentials Secret. A Secret of your own (`spec.credentials.secretName`)
+/// needs `username` and `password`; the generated one has all of them.
+pub(crate) mod keys {
+    /// The user the application connects as.
+    pub(crate) const USERNAME: &str = "username";
+    /// Its password.
+    pub(crate) const PASSWORD: &str = "password";
+    /// The Service's DNS name in the cluster.
+    pub(crate) const HOST: &str = "host";
+    /// The engine's port.
+    pub(crate) const PORT: &str = "port";
+    /// The database (schema) the application uses, for SQL engines.
+    pub(crate) const DATABASE: &str = "database";
+    /// A connection URI in the engine's scheme.
+    pub(crate) const URI: &str = "uri";
+}
+
+/// What the operator knows of one engine's official image.
+pub(crate) trait Engine: Send + Sync {
+    /// The engine's name: `postgres`, `mysql`, ... (also its port's name).
+    fn name(&self) -> &'static str;
+    /// The port it serves.
+    fn port(&self) -> i32;
+    /// Where the image keeps its data: the volume is mounted there.
+    fn data_dir(&self) -> &'static str;
+    /// The non-root uid (and gid) the image's Dockerfile creates for the server.
+    fn user_id(&self) -> i64 {
+        999
+    }
+    /// The user the generated credentials name.
+    fn username(&self) -> &'static str {
+        "app"
+    }
+    /// The container's environment, with the credentials read from `secret`.
+    fn env(&self, secret: &str) -> Vec<EnvVar>;
+    /// The container's arguments, when the image's default command needs more.
+    fn args(&self) -> Option<Vec<String>> {
+        None
+    }
+    /// The command that tells whether the server accepts connections, with the engine's own
+    /// tool (readiness and liveness probes run it).
+    fn probe_command(&self) -> Vec<String>;
+    /// A connection URI in the engine's scheme.
+    fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String;
+    /// The environment of the engine's client tools, with the credentials read from `secret`
+    /// (the dump and the restore run them).
+    fn client_env(&self, secret: &str) -> Vec<EnvVar>;
+    /// A shell script, run in the engine's own image, that dumps the database served at
+    /// `$DATABASE_HOST` into `/backup/dump` with the engine's logical dump tool (written
+    /// aside, then renamed: a dump that failed half-way never looks complete).
+    fn dump_script(&self) -> String;
+    /// A shell script, run by an init container in the engine's own image before the server
+    /// starts, that readies `/backup/dump` for the server to load at its first start (into
+    /// `/docker-entrypoint-initdb.d`, the official images' initialisation directory, or the
+    /// data directory).
+    fn restore_script(&self) -> String;
+    /// The major version an image tag names ("17" of "17.2-alpine"), when it names one: a
+    /// server of another major version cannot read this one's data directory.
+    fn major_version(&self, tag: &str) -> Option<String> {
+        leading_version(tag, 1)
+    }
+}
+
+/// The first `parts` dot-separated numbers of a tag ("17.2-alpine" -> "17" for one part,
+/// "8.4.3" -> "8.4" for two); none when the tag does not start with that many numbers.
+pub(crate) fn leading_version(tag: &str, parts: usize) -> Option<String> {
+    let numeric: String = tag.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let numbers: Vec<&str> = numeric.split('.').filter(|n| !n.is_empty()).take(parts).collect();
+    (numbers.len() == parts).then(|| numbers.join("."))
+}
+
+/// The [`Engine`] of `kind`.
+pub(crate) fn of(kind: EngineKind) -> &'static dyn Engine {
+    match kind {
+        EngineKind::Postgres => &postgres::Postgres,
+        EngineKind::Mysql => &mysql::MYSQL,
+        EngineKind::Mariadb => &mysql::MARIADB,
+        EngineKind::Redis => &redis::Redis,
+    }
+}
+
+/// The engine of `db`, if it has one.
+pub(crate) fn of_database(db: &Database) -> Option<&'static dyn Engine> {
+    db.spec.engine.map(of)
+}
+
+/// `name` from the `key` of Secret `secret`.
+pub(crate) fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector { name: secret.into(), key: key.into(), optional: None }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `name` set to `value`.
+pub(crate) fn value(name: &str, value: &str) -> EnvVar {
+    EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() }
+}
+
+/// Where the init container puts what the server loads at its first start.
+pub(crate) const INITDB_DIR: &str = "/docker-entrypoint-initdb.d";
+/// Where a backup's claim is mounted, in the dump Job and the restore init container.
+pub(crate) const BACKUP_DIR: &str = "/backup";
+
+/// The restricted security context of a pod running an engine's image: its non-root uid,
+/// `fsGroup` for the volumes, seccomp RuntimeDefault.
+pub(crate) fn pod_security(engine: &dyn Engine) -> PodSecurityContext {
+    let uid = engine.user_id();
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(uid),
+        run_as_group: Some(uid),
+        fs_group: Some(uid),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }),
+        ..Default::default()
+    }
+}
+
+/// The restricted security context of a container: no capabilities, no privilege escalation.
+pub(crate) fn container_security() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    }
+}
+
+/// The readiness probe: every 10 s, unready after three failures.
+pub(crate) fn readiness_probe(engine: &dyn Engine) -> Probe {
+    Probe {
+        exec: Some(ExecAction { command: Some(engine.probe_command()) }),
+        period_seconds: Some(10),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
+/// The liveness probe: the same command, patient with a first start that initialises the data
+/// directory (a minute before the first check, restarted after two minutes of failures).
+pub(crate) fn liveness_probe(engine: &dyn Engine) -> Probe {
+    Probe {
+        exec: Some(ExecAction { command: Some(engine.probe_command()) }),
+        initial_delay_seconds: Some(60),
+        period_seconds: Some(20),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(6),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [EngineKind; 4] = [EngineKind::Postgres, EngineKind::Mysql, EngineKind::Mariadb, EngineKind::Redis];
+
+    #[test]
+    fn every_engine_names_its_port_after_itself_within_the_15_characters_of_a_port_name() {
+        for kind in ALL {
+            let engine = of(kind);
+            assert_eq!(serde_json::to_value(kind).unwrap(), engine.name());
+            assert!(engine.name().len() <= 15 && engine.port() > 0);
+        }
+    }
+
+    #[test]
+    fn every_engine_reads_its_password_from_the_secret_and_never_holds_it() {
+        for kind in ALL {
+            let env = of(kind).env("orders-credentials");
+            let password = env
+                .iter()
+                .filter_map(|v| v.value_from.as_ref()?.secret_key_ref.as_ref())
+                .find(|reference| reference.key == keys::PASSWORD);
+            assert_eq!(password.map(|r| r.name.as_str()), Some("orders-credentials"), "{kind:?}");
+            // Every literal value is a setting, never a credential.
+            for var in env.iter().filter(|v| v.value.is_some()) {
+                assert!(
+                    [
+                        "POSTGRES_DB",
+                        "PGDATA",
+                        "MYSQL_DATABASE",
+                        "MYSQL_RANDOM_ROOT_PASSWORD",
+                        "MARIADB_DATABASE",
+                        "MARIADB_RANDOM_ROOT_PASSWORD"
+                    ]
+                    .contains(&var.name.as_str()),
+                    "{kind:?}: {var:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn uris_are_in_each_engines_scheme() {
+        let uri = |kind| of(kind).uri(of(kind).username(), "s3cret", "orders.shop.svc", "app");
+        assert_eq!(uri(EngineKind::Postgres), "postgresql://app:s3cret@orders.shop.svc:5432/app");
+        assert_eq!(uri(EngineKind::Mysql), "mysql://app:s3cret@orders.shop.svc:3306/app");
+        assert_eq!(uri(EngineKind::Mariadb), "mariadb://app:s3cret@orders.shop.svc:3306/app");
+        assert_eq!(uri(EngineKind::Redis), "redis://default:s3cret@orders.shop.svc:6379/0");
+    }
+}

@@ -1,0 +1,99 @@
+//! The MySQL family: the official mysql and mariadb images, one engine each, sharing what they
+//! share (port 3306, data in `/var/lib/mysql`, uid 999, a dump to `.sql`, a restore from the
+//! initialisation directory) and differing in names: their environment's prefix, their probe,
+//! their dump tool and their URI scheme.
+//!
+//! The first start creates the application user and database (`<PREFIX>_USER`,
+//! `<PREFIX>_PASSWORD`, `<PREFIX>_DATABASE`) and a random root password nobody needs
+//! (`<PREFIX>_RANDOM_ROOT_PASSWORD`): the Secret holds only what the application uses. mariadb's
+//! also creates the `healthcheck` user its own `healthcheck.sh` connects as.
+
+use k8s_openapi::api::core::v1::EnvVar;
+
+use super::{Engine, from_secret, keys, value};
+
+/// One engine of the MySQL family.
+#[derive(Debug)]
+pub(super) struct MysqlFamily {
+    /// `mysql` or `mariadb`: the engine's name, its port's name and its URI scheme.
+    name: &'static str,
+    /// The prefix of the image's environment: `MYSQL` or `MARIADB`.
+    env_prefix: &'static str,
+    /// The command that tells whether the server accepts connections.
+    probe: &'static [&'static str],
+    /// The logical dump tool: `mysqldump` or `mariadb-dump`.
+    dump_tool: &'static str,
+}
+
+/// The official mysql image. `mysqladmin ping` exits 0 whenever the server answers, even
+/// "access denied": it tells whether the server is up without a password on the command line.
+pub(super) const MYSQL: MysqlFamily = MysqlFamily {
+    name: "mysql",
+    env_prefix: "MYSQL",
+    probe: &["mysqladmin", "ping", "--host=127.0.0.1", "--port=3306", "--silent"],
+    dump_tool: "mysqldump",
+};
+
+/// The official mariadb image, whose healthcheck checks that the server accepts connections
+/// and that InnoDB has initialised.
+pub(super) const MARIADB: MysqlFamily = MysqlFamily {
+    name: "mariadb",
+    env_prefix: "MARIADB",
+    probe: &["healthcheck.sh", "--connect", "--innodb_initialized"],
+    dump_tool: "mariadb-dump",
+};
+
+impl Engine for MysqlFamily {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn port(&self) -> i32 {
+        3306
+    }
+
+    fn data_dir(&self) -> &'static str {
+        "/var/lib/mysql"
+    }
+
+    fn env(&self, secret: &str) -> Vec<EnvVar> {
+        let prefix = self.env_prefix;
+        vec![
+            from_secret(&format!("{prefix}_USER"), secret, keys::USERNAME),
+            from_secret(&format!("{prefix}_PASSWORD"), secret, keys::PASSWORD),
+            value(&format!("{prefix}_DATABASE"), "app"),
+            value(&format!("{prefix}_RANDOM_ROOT_PASSWORD"), "yes"),
+        ]
+    }
+
+    fn probe_command(&self) -> Vec<String> {
+        self.probe.iter().map(|s| s.to_string()).collect()
+    }
+
+    // A new major version is two numbers: 8.0 to 8.4, 10.11 to 11.4.
+    fn major_version(&self, tag: &str) -> Option<String> {
+        super::leading_version(tag, 2)
+    }
+
+    fn uri(&self, username: &str, password: &str, host: &str, database: &str) -> String {
+        format!("{}://{username}:{password}@{host}:3306/{database}", self.name)
+    }
+
+    // The client tools read the password from MYSQL_PWD, never from their command line.
+    fn client_env(&self, secret: &str) -> Vec<EnvVar> {
+        vec![from_secret("DATABASE_USER", secret, keys::USERNAME), from_secret("MYSQL_PWD", secret, keys::PASSWORD)]
+    }
+
+    fn dump_script(&self) -> String {
+        format!(
+            "{} --host=\"$DATABASE_HOST\" --port=3306 --user=\"$DATABASE_USER\" --single-transaction \
+             --no-tablespaces app > /backup/dump.partial && mv /backup/dump.partial /backup/dump",
+            self.dump_tool
+        )
+    }
+
+    // The image runs the initdb .sql files at its first start, into <PREFIX>_DATABASE.
+    fn restore_script(&self) -> String {
+        "cp /backup/dump /docker-entrypoint-initdb.d/restore.sql".into()
+    }
+}

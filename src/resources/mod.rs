@@ -1,0 +1,19 @@
+//! The objects the operator makes, as pure functions of the resource they belong to (the
+//! `pkg/specs` of CloudNativePG, the `deploymentForDatabase` of the Go sample this project grew
+//! from), and the views it caches them as. No I/O: the controllers read the caches, call these,
+//! and write.
+//!
+//! - [`meta`]: the field manager, the labels, the controller ownerReference, and whose a live
+//!   object is.
+//! - A Database's: [`workload`] (the Deployment and the Service), [`secret`] (the generated
+//!   credentials), [`claim`] (the data volume), [`restore`] (the init container of a restore).
+//! - A DatabaseBackup's: [`backup`] (its claim and its dump Job).
+//! - [`view`]: the fields of each child kind the operator caches and compares.
+
+pub(crate) mod backup;
+pub(crate) mod claim;
+pub(crate) mod meta;
+pub(crate) mod restore;
+pub(crate) mod secret;
+pub(crate) mod view;
+pub(crate) mod workload;

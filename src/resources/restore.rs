@@ -1,0 +1,53 @@
+//! The restore of a Database from a DatabaseBackup, as its first pod carries it: an init
+//! container that runs the engine's restore script
+//! ([`restore_script`](crate::engine::Engine::restore_script)) in the Database's own image,
+//! with the backup's claim (read-only) and the data volume, and readies the dump in the
+//! initialisation directory the server reads at its first start. When to add it, and when it
+//! leaves, is the Database controller's (`crate::database::restore`).
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
+
+use super::backup::backup_volume;
+use super::view::DeploymentView;
+use super::workload::DATA_VOLUME;
+use crate::engine::{self, Engine, INITDB_DIR};
+
+/// The name of the init container that readies a restore.
+pub(crate) const RESTORE_CONTAINER: &str = "restore";
+
+/// Adds the restore to `deployment`: an init container, running the engine's restore script
+/// in the Database's image, with the backup's claim (read-only), the data volume, and the
+/// initialisation directory the server reads at its first start (shared with the server).
+pub(crate) fn with_restore(deployment: &mut Deployment, engine: &dyn Engine, claim: &str) {
+    let pod = deployment.spec.as_mut().and_then(|s| s.template.spec.as_mut()).expect("a Deployment has a pod spec");
+    let (backup_volume, backup_mount) = backup_volume(claim, true);
+    let initdb = VolumeMount { name: "initdb".into(), mount_path: INITDB_DIR.into(), ..Default::default() };
+    let data = VolumeMount { name: DATA_VOLUME.into(), mount_path: engine.data_dir().into(), ..Default::default() };
+    let image = pod.containers[0].image.clone();
+    pod.init_containers = Some(vec![Container {
+        name: RESTORE_CONTAINER.into(),
+        image,
+        command: Some(vec!["sh".into(), "-c".into(), engine.restore_script()]),
+        volume_mounts: Some(vec![backup_mount, data.clone(), initdb.clone()]),
+        security_context: Some(engine::container_security()),
+        ..Default::default()
+    }]);
+    pod.volumes.get_or_insert_with(Vec::new).extend([
+        backup_volume,
+        Volume { name: "initdb".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
+    ]);
+    pod.containers[0].volume_mounts.get_or_insert_with(Vec::new).push(initdb);
+}
+
+/// Whether `deployment` runs `image`, Ready, with the restore init container: the restored
+/// server has started.
+pub(crate) fn restored(deployment: &DeploymentView, image: &str) -> bool {
+    let has_restore = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.init_containers.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.name == RESTORE_CONTAINER));
+    has_restore && deployment.runs_ready(image)
+}
