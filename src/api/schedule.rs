@@ -19,8 +19,9 @@ pub struct BackupSchedule {
     ]))]
     pub schedule: String,
 
-    /// How many finished scheduled backups to keep; the oldest beyond it are deleted.
-    /// Default 7.
+    /// How many Completed scheduled backups to keep, and apart how many Failed ones: the
+    /// oldest beyond it are deleted, so failing dumps never delete a good backup. A backup
+    /// that a Database restores from is never deleted. Default 7.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     // schemars names u32 `uint32`, a format Kubernetes does not know (`kubectl explain` warns
     // about it); within 1..=1000 it is an int32.

@@ -6,7 +6,9 @@
 //!
 //! 1. waits (`Pending`) until the Database exists and is Ready: a dump needs a server;
 //! 2. creates the claim and the Job once ([`crate::resources::backup`]), never applies them
-//!    again (a Job's template cannot change);
+//!    again (a Job's template cannot change); a claim or Job of the backup's name that is not
+//!    the backup's (say the data claim `orders-data` of Database `orders`, for a backup named
+//!    `orders-data`) fails the backup: nothing is written to another's volume;
 //! 3. reports the Job's progress in the status: `Running`, then `Completed` or `Failed` with
 //!    the Job's own reason, and a Normal or Warning event. A finished backup is never looked
 //!    at again: its claim keeps the dump.
@@ -22,6 +24,7 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube_core::ObjectMeta;
 use operator_runtime::conditions::{self, State};
 use operator_runtime::controller::{Action, ReconcileError, Reconciler};
 use operator_runtime::events::{Recorder, Report};
@@ -32,6 +35,7 @@ use tracing::{debug, info};
 use crate::api::{BackupPhase, BackupStatus, Database, DatabaseBackup, Phase, index};
 use crate::engine;
 use crate::resources::backup;
+use crate::resources::meta::is_controlled_by;
 use crate::resources::view::PersistentVolumeClaimView;
 
 /// A failed reconcile; retried with backoff, or when the server said ([`ReconcileError`]).
@@ -135,16 +139,30 @@ impl BackupReconciler {
             return Ok(());
         };
         let ready = db.status.as_ref().and_then(|s| s.phase) == Some(Phase::Ready);
+        let ours = |meta: &ObjectMeta| is_controlled_by(meta, backup);
+        if let Some(claim) = self.stores.claims.get(&key_of(backup))
+            && !ours(&claim.metadata)
+        {
+            foreign(status, "PersistentVolumeClaim", backup);
+            return Ok(());
+        }
         match self.stores.jobs.get(&key_of(backup)) {
+            Some(job) if !ours(&job.metadata) => foreign(status, "Job", backup),
             // A dump needs a server; a Job already started goes on regardless.
             None if !ready => pending(status, format!("waiting for Database {database:?} to be Ready")),
             None => {
                 let image =
                     db.status.as_ref().and_then(|s| s.current_image.clone()).unwrap_or_else(|| db.spec.image.clone());
-                if self.stores.claims.get(&key_of(backup)).is_none() {
-                    self.create(&backup::claim(backup, &db), report).await?;
+                if self.stores.claims.get(&key_of(backup)).is_none()
+                    && !self.create(backup, &backup::claim(backup, &db), report).await?
+                {
+                    foreign(status, "PersistentVolumeClaim", backup);
+                    return Ok(());
                 }
-                self.create(&backup::job(backup, &db, engine, &image), report).await?;
+                if !self.create(backup, &backup::job(backup, &db, engine, &image), report).await? {
+                    foreign(status, "Job", backup);
+                    return Ok(());
+                }
                 status.engine = db.spec.engine;
                 status.image = Some(image);
                 status.claim_name.clone_from(&backup.metadata.name);
@@ -162,21 +180,39 @@ impl BackupReconciler {
         Ok(())
     }
 
-    /// Creates a child of the backup once; one that exists already (made a moment ago, not
-    /// yet in the cache) is fine.
-    async fn create<T: Object + k8s_openapi::Resource>(&self, child: &T, report: &mut Report) -> Result<(), Error> {
+    /// Creates a child of `backup` once; one of the backup's that exists already (made a
+    /// moment ago, not yet in the cache) is fine. False when the name is held by an object that
+    /// is not the backup's.
+    async fn create<T: Object + k8s_openapi::Resource>(
+        &self,
+        backup: &DatabaseBackup,
+        child: &T,
+        report: &mut Report,
+    ) -> Result<bool, Error> {
         let kind = <T as k8s_openapi::Resource>::KIND;
         match self.writer.create(child).await {
             Ok(Created::New) => {
                 info!(child = %key_of(child), "created {kind}");
                 let name = child.meta().name.as_deref().unwrap_or_default();
                 report.writes("DatabaseBackup", &[(kind, name, &Wrote::Created)]);
-                Ok(())
+                Ok(true)
             }
-            Ok(Created::Existed(_)) => Ok(()),
+            Ok(Created::Existed(meta)) => Ok(is_controlled_by(&meta, backup)),
             Err(source) => Err(Error { what: format!("{kind} {}", key_of(child)), source }),
         }
     }
+}
+
+/// A child's name is held by an object that is not the backup's (a Database's data claim, a
+/// Job of someone else's): dumping into it would write over what it holds, so the backup
+/// fails for good.
+fn foreign(status: &mut BackupStatus, kind: &str, backup: &DatabaseBackup) {
+    let name = backup.metadata.name.as_deref().unwrap_or_default();
+    let message = format!(
+        "{kind} {name:?} exists and is not this backup's (a backup keeps its dump in a claim of its own name, written \
+         by a Job of its own name): nothing was written to it; create the backup again under another name"
+    );
+    finish(status, BackupPhase::Failed, "ResourceExists", message, None);
 }
 
 fn pending(status: &mut BackupStatus, message: String) {

@@ -30,14 +30,17 @@ use super::restore::Restore;
 use super::status::Blocker;
 use crate::api::Database;
 use crate::engine::Engine;
-use crate::resources::meta::is_controlled_by;
+use crate::resources::meta::{is_controlled_by, is_ours};
 use crate::resources::restore::with_restore;
 use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, ServiceView};
 use crate::resources::{claim, secret, workload};
 
 impl DatabaseReconciler {
     /// The generated Secret: created when missing, never written again. A Secret of that name
-    /// that the Database does not control blocks it.
+    /// that is not the Database's blocks it. A Secret that is gone while the Database's claim
+    /// exists is not made again: the data on the claim was initialised with the password it
+    /// held, and a new password would lock every client out while the probes (which need no
+    /// password) said Ready; the Database says `CredentialsLost` instead.
     pub(super) async fn credentials(&self, pass: &mut Pass<'_>, engine: &dyn Engine) -> Step {
         let db = pass.db;
         if !secret::generated(db) {
@@ -45,9 +48,24 @@ impl DatabaseReconciler {
         }
         let name = secret::secret_name(db);
         match self.stores.secrets.get(&pass.key(&name)) {
-            Some(live) if is_controlled_by(&live.metadata, db) => return Ok(()),
+            Some(live) if is_ours(&live.metadata, db) => return Ok(()),
             Some(_) => return Err(Blocker::NotOwned { kind: "Secret", name }.into()),
             None => {}
+        }
+        let claim = claim::claim_name(db);
+        if self.stores.claims.get(&pass.key(&claim)).is_some_and(|c| claim::is_ours(&c, db)) {
+            // The cache may lag behind a Secret just created: the apiserver decides.
+            let api: Api<k8s_openapi::api::core::v1::Secret> =
+                Api::namespaced(self.writer.client().clone(), db.metadata.namespace.as_deref().unwrap_or_default());
+            let live = api
+                .get_metadata_opt(&name)
+                .await
+                .map_err(|source| Error::Read { what: format!("Secret {name}"), source })?;
+            return match live {
+                Some(live) if is_ours(&live.metadata, db) => Ok(()),
+                Some(_) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
+                None => Err(Blocker::CredentialsLost { secret: name, claim }.into()),
+            };
         }
         let secret = secret::new_secret(db, engine).map_err(|e| Error::Random(e.to_string()))?;
         match self.writer.create(&secret).await {
@@ -56,7 +74,7 @@ impl DatabaseReconciler {
                 pass.report.writes("Database", &[("Secret", &name, &Wrote::Created)]);
                 Ok(())
             }
-            Ok(Created::Existed(meta)) if is_controlled_by(&meta, db) => Ok(()),
+            Ok(Created::Existed(meta)) if is_ours(&meta, db) => Ok(()),
             Ok(Created::Existed(_)) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
             Err(error) => Err(refused(db, "Secret", &key_of(&secret), error)),
         }

@@ -206,8 +206,10 @@ impl DatabaseReconciler {
             }
         }
         self.mark_restored(pass, &mut status);
-        let next_backup = self.run_schedule(pass, &mut status).await?;
+        // The status is written also when the schedule failed: it says what the pass found.
+        let schedule = self.run_schedule(pass, &mut status).await;
         self.write_status(pass.db, &status).await?;
+        let next_backup = schedule?;
         // An upgrade in progress is looked at again at its deadline, a schedule at its next
         // time, a foreign object after a while, even if nothing changes.
         let foreign = matches!(blocker, Some(Blocker::NotOwned { .. })).then_some(FOREIGN_RECHECK);

@@ -63,6 +63,14 @@ pub(crate) enum Blocker {
         /// Why.
         message: String,
     },
+    /// The generated Secret is gone while the data claim, initialised with its password,
+    /// is there: a new password would lock every client out, so none is made.
+    CredentialsLost {
+        /// The Secret's name.
+        secret: String,
+        /// The claim's name.
+        claim: String,
+    },
     /// A ResourceQuota of the namespace refuses the child.
     QuotaExceeded {
         /// `PersistentVolumeClaim`, `Secret`, ...
@@ -121,6 +129,7 @@ impl Blocker {
             Blocker::Waiting { reason, .. } | Blocker::Unrestorable { reason, .. } => reason,
             Blocker::MissingStorageClass { .. } => "StorageClassNotFound",
             Blocker::QuotaExceeded { .. } => "QuotaExceeded",
+            Blocker::CredentialsLost { .. } => "CredentialsLost",
             Blocker::DeploymentFailing { reason, .. } => reason,
         }
     }
@@ -144,6 +153,12 @@ impl Blocker {
             Blocker::QuotaExceeded { kind, message } => format!(
                 "the {kind} for this Database is refused by the namespace's quota: {message}; raise the quota or free \
                  some of it (kubectl describe resourcequota)"
+            ),
+            Blocker::CredentialsLost { secret, claim } => format!(
+                "Secret {secret:?} is gone, and claim {claim:?} holds data initialised with the password it held: a \
+                 new password would lock every client out, so none is generated; create Secret {secret:?} again with \
+                 the keys username and password (the database's own), or set spec.credentials.secretName to a Secret \
+                 that holds them"
             ),
             Blocker::MissingStorageClass { name } => format!(
                 "StorageClass {name:?} (spec.storage.storageClassName) does not exist, so the claim cannot be provisioned; \

@@ -131,7 +131,7 @@ pub(crate) fn pre_upgrade_backup_name(db: &Database, target: &str) -> String {
     // the image reference holds.
     let digest = ring::digest::digest(&ring::digest::SHA256, target.as_bytes());
     let hex: String = digest.as_ref()[..5].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-pre-upgrade-{hex}", db.metadata.name.as_deref().unwrap_or_default())
+    crate::resources::meta::derived_name(db.metadata.name.as_deref().unwrap_or_default(), &format!("pre-upgrade-{hex}"))
 }
 
 #[cfg(test)]

@@ -163,12 +163,26 @@ pub(crate) fn readiness_probe(engine: &dyn Engine) -> Probe {
     }
 }
 
-/// The liveness probe: the same command, patient with a first start that initialises the data
-/// directory (a minute before the first check, restarted after two minutes of failures).
+/// The startup probe: the same command, patient for an hour, every 10 s. Until it succeeds the
+/// liveness probe does not run, so that a long first start (initialising the data directory,
+/// loading a restore, a crash recovery, an upgrade's migration) is never killed half-way: a
+/// partly loaded restore restarted on its existing data directory would skip the load and look
+/// complete.
+pub(crate) fn startup_probe(engine: &dyn Engine) -> Probe {
+    Probe {
+        exec: Some(ExecAction { command: Some(engine.probe_command()) }),
+        period_seconds: Some(10),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(360),
+        ..Default::default()
+    }
+}
+
+/// The liveness probe: the same command, once the startup probe succeeded; restarted after two
+/// minutes of failures.
 pub(crate) fn liveness_probe(engine: &dyn Engine) -> Probe {
     Probe {
         exec: Some(ExecAction { command: Some(engine.probe_command()) }),
-        initial_delay_seconds: Some(60),
         period_seconds: Some(20),
         timeout_seconds: Some(5),
         failure_threshold: Some(6),

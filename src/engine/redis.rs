@@ -1,9 +1,17 @@
 //! The official redis image: port 6379, data in `/data`, uid 999.
 //!
-//! Redis reads no password from its environment: the server gets `--requirepass` with the
-//! password that Kubernetes substitutes from REDIS_PASSWORD (`$(REDIS_PASSWORD)`; the Pod spec
-//! holds only the reference), and append-only persistence so that the data survives a
-//! restart. The image's entrypoint runs `redis-server` with arguments that start with `--`.
+//! Redis reads no password from its environment, and a password among its arguments would be
+//! on its command line, which every process on the node can read (`/proc/<pid>/cmdline`). So
+//! the container runs a shell that feeds the server `requirepass` on its standard input
+//! (`redis-server ... -`, the server's "configuration from stdin"), quoted as redis's
+//! configuration format quotes; the shell then is the server (`exec`), so SIGTERM reaches it.
+//! The image's entrypoint runs any command that is not a redis flag as it is. Append-only
+//! persistence keeps every write across a restart.
+//!
+//! A restore copies the dump in as the base of an append-only directory with its manifest
+//! (Redis 7's multi-part append-only file): with append-only on, the server loads its
+//! append-only directory and nothing else, so a `dump.rdb` beside it would be ignored and the
+//! restored server would start empty.
 
 use k8s_openapi::api::core::v1::EnvVar;
 
@@ -36,7 +44,7 @@ impl Engine for Redis {
     }
 
     fn args(&self) -> Option<Vec<String>> {
-        Some(["--requirepass", "$(REDIS_PASSWORD)", "--appendonly", "yes", "--dir", "/data"].map(String::from).to_vec())
+        Some(["sh", "-c", SERVER].map(String::from).to_vec())
     }
 
     // redis-cli exits 0 on an error reply too: the probe looks for the PONG. The password
@@ -60,8 +68,47 @@ impl Engine for Redis {
             .into()
     }
 
-    // Redis loads dump.rdb from its directory at start when it has no append-only file yet.
+    // The dump becomes the base file of the append-only directory, readied aside and renamed:
+    // a restore cut short leaves no directory the server would load as complete.
     fn restore_script(&self) -> String {
-        "[ -e /data/appendonlydir ] || cp /backup/dump /data/dump.rdb".into()
+        RESTORE.into()
+    }
+}
+
+/// The server's shell: files of its own only (umask, as the official image's entrypoint),
+/// protected mode off as there (the password protects it), the password on standard input.
+const SERVER: &str = r#"umask 0077
+exec redis-server --protected-mode no --appendonly yes --dir /data - <<EOF
+requirepass "$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')"
+EOF"#;
+
+/// The restore: `/backup/dump` as the base of `/data/appendonlydir`, unless the volume has one.
+const RESTORE: &str = "[ -e /data/appendonlydir ] || {      rm -rf /data/appendonlydir.partial && mkdir /data/appendonlydir.partial      && cp /backup/dump /data/appendonlydir.partial/appendonly.aof.1.base.rdb      && echo 'file appendonly.aof.1.base.rdb seq 1 type b' > /data/appendonlydir.partial/appendonly.aof.manifest      && mv /data/appendonlydir.partial /data/appendonlydir; }";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_is_never_an_argument_of_the_server() {
+        let args = Redis.args().unwrap();
+        assert_eq!(args[..2], ["sh", "-c"]);
+        assert!(!args.iter().any(|a| a.contains("$(REDIS_PASSWORD)")), "no substitution into the command line");
+        assert!(args[2].contains("redis-server") && args[2].contains("requirepass") && args[2].contains(" - <<EOF"));
+    }
+
+    /// The server's shell, run by `sh` with a password that needs quoting: what it feeds the
+    /// server is one configuration line that reads back as the password.
+    #[test]
+    fn the_configuration_line_quotes_any_password() {
+        let fake_server = SERVER.replace("exec redis-server --protected-mode no --appendonly yes --dir /data -", "cat");
+        let password = r#"a "quoted" \ pass word"#;
+        let output = std::process::Command::new("sh")
+            .args(["-c", &fake_server])
+            .env("REDIS_PASSWORD", password)
+            .output()
+            .expect("sh runs");
+        let line = String::from_utf8(output.stdout).unwrap();
+        assert_eq!(line, concat!(r#"requirepass "a \"quoted\" \\ pass word""#, "\n"));
     }
 }

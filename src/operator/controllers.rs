@@ -77,7 +77,10 @@ impl Controllers {
             .owns(deployments.clone())
             .owns(services.clone())
             .owns(claims.clone())
-            .owns(secrets)
+            .owns(secrets.clone())
+            // A retained claim or Secret has no owner: its label names its Database.
+            .watches(claims.clone(), labelled_database(&databases))
+            .watches(secrets, labelled_database(&databases))
             // A same-named object the Database does not control blocks it; when that object
             // changes or goes away, the Database must be looked at again. The caches show only
             // objects with the operator's label; a Database blocked by one without it is looked
@@ -135,6 +138,20 @@ where
     let store = databases.store();
     move |obj: &C| {
         let key = key_of(obj);
+        if store.get(&key).is_some() { vec![key] } else { Vec::new() }
+    }
+}
+
+/// Maps a child to the key of the Database its `app` label names, if one exists: the children
+/// a Database leaves behind when retained have no owner to map them by.
+fn labelled_database<C>(databases: &informer::Informer<Database>) -> impl Fn(&C) -> Vec<String> + Send + Sync + 'static
+where
+    C: kube_core::Resource<DynamicType = ()>,
+{
+    let store = databases.store();
+    move |obj: &C| {
+        let Some(name) = obj.meta().labels.as_ref().and_then(|l| l.get("app")) else { return Vec::new() };
+        let key = format!("{}/{name}", obj.meta().namespace.as_deref().unwrap_or_default());
         if store.get(&key).is_some() { vec![key] } else { Vec::new() }
     }
 }

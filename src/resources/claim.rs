@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::meta::child_of;
+use super::meta::{self, child_of};
 use super::view::PersistentVolumeClaimView;
 use crate::api::{Database, ReclaimPolicy, Size, Storage};
 
@@ -48,7 +48,7 @@ pub(crate) fn claim(db: &Database, live: Option<&PersistentVolumeClaimView>) -> 
     };
     let mut metadata = child_of(db, claim_name(db));
     // Retained: no owner, so the garbage collector leaves it when the Database goes.
-    if storage.reclaim_policy == Some(ReclaimPolicy::Retain) {
+    if retained(db) {
         metadata.owner_references = Some(Vec::new());
     }
     PersistentVolumeClaim { metadata, spec: Some(claim_spec(size, storage.storage_class_name)), status: None }
@@ -68,17 +68,15 @@ pub(crate) fn claim_spec(size: String, class: Option<String>) -> PersistentVolum
     }
 }
 
-/// Whether `claim` is `db`'s: controlled by it, or (retained) owned by nobody and labelled as
-/// the claim of a Database of this name. A claim another controller owns is foreign.
+/// Whether `claim` is `db`'s ([`meta::is_ours`]).
 pub(crate) fn is_ours(claim: &PersistentVolumeClaimView, db: &Database) -> bool {
-    let meta = &claim.metadata;
-    let controlled_by_other = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.controller == Some(true) && Some(&r.uid) != db.metadata.uid.as_ref());
-    let labelled = meta.labels.as_ref().is_some_and(|l| l.get("app") == db.metadata.name.as_ref());
-    !controlled_by_other && labelled
+    meta::is_ours(&claim.metadata, db)
+}
+
+/// Whether `db`'s data outlives it (`spec.storage.reclaimPolicy: Retain`): its claim and its
+/// generated Secret then have no owner.
+pub(crate) fn retained(db: &Database) -> bool {
+    storage(db).reclaim_policy == Some(ReclaimPolicy::Retain)
 }
 
 /// Orders two quantities ("1Gi", "500Mi", "10G", "1.5Ti"), or `None` when either is not

@@ -7,8 +7,8 @@
 //!   `managed-by=database-operator`, which the operator's caches select on ([`LABEL_SELECTOR`]).
 //! - A controller ownerReference lets the garbage collector delete a child with its owner and
 //!   tells any controller that the owner manages it; [`is_controlled_by`] is the only test of
-//!   ownership the controllers use (a retained claim, which has no owner, has
-//!   `claim::is_ours`).
+//!   ownership the controllers use, but for the children a Database leaves behind when
+//!   retained (its claim and generated Secret, owned by nobody): [`is_ours`].
 
 use std::collections::BTreeMap;
 
@@ -28,6 +28,29 @@ pub(crate) const BACKUP_LABEL: &str = "example.com/backup";
 
 /// The label of a scheduled backup, naming its Database.
 pub(crate) const SCHEDULED_LABEL: &str = "example.com/scheduled-for";
+
+/// The label of a scheduled backup, holding its Database's uid: a Database deleted and made
+/// again under the same name is another Database, and never rotates the first one's backups.
+pub(crate) const DATABASE_UID_LABEL: &str = "example.com/database-uid";
+
+/// The longest name of an object that a Job, a Service or a label value holds: a DNS label.
+pub(crate) const MAX_NAME: usize = 63;
+
+/// `<base>-<suffix>`, within [`MAX_NAME`] characters: a base too long for it is cut and
+/// followed by eight hex digits of its digest, so that two long bases that share a start still
+/// make two names, and one base always makes the same name.
+pub(crate) fn derived_name(base: &str, suffix: &str) -> String {
+    let name = format!("{base}-{suffix}");
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, base.as_bytes());
+    let hex: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let room = MAX_NAME.saturating_sub(suffix.len() + hex.len() + 2);
+    // Names are ASCII (DNS subdomains); a cut never ends on the dash that joins the parts.
+    let cut = base[..room.min(base.len())].trim_end_matches(['-', '.']);
+    format!("{cut}-{hex}-{suffix}")
+}
 
 /// The labels of a Database's children and their pods.
 pub(crate) fn labels(db: &Database) -> BTreeMap<String, String> {
@@ -69,9 +92,41 @@ pub(crate) fn child_of(db: &Database, name: String) -> ObjectMeta {
     }
 }
 
+/// Whether the object with metadata `live` is `db`'s: controlled by it, or (retained: the claim
+/// and the generated Secret of `reclaimPolicy: Retain`) owned by nobody and labelled as a child
+/// of a Database of this name. An object another controller owns is foreign.
+pub(crate) fn is_ours(live: &ObjectMeta, db: &Database) -> bool {
+    let controlled_by_other = live
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && Some(&r.uid) != db.metadata.uid.as_ref());
+    let labelled = live.labels.as_ref().is_some_and(|l| l.get("app") == db.metadata.name.as_ref());
+    !controlled_by_other && labelled
+}
+
 /// Whether the object with metadata `live` is controlled by `owner` (its controller
 /// ownerReference carries `owner`'s uid).
 pub(crate) fn is_controlled_by<O: Resource>(live: &ObjectMeta, owner: &O) -> bool {
     let uid = owner.meta().uid.as_deref();
     live.owner_references.iter().flatten().any(|r| r.controller == Some(true) && Some(r.uid.as_str()) == uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_derived_name_is_the_plain_join_when_it_fits_and_cut_with_a_digest_when_not() {
+        assert_eq!(derived_name("orders", "20261203120000"), "orders-20261203120000");
+        let long = "a".repeat(60);
+        let name = derived_name(&long, "20261203120000");
+        assert_eq!(name.len(), MAX_NAME, "{name}");
+        assert!(name.ends_with("-20261203120000") && name.starts_with("aaaa"), "{name}");
+        assert_eq!(name, derived_name(&long, "20261203120000"), "stable");
+        let other = format!("{}b", "a".repeat(59));
+        assert_ne!(derived_name(&other, "20261203120000"), name, "a shared start makes two names");
+        let dashed = format!("{}-{}", "a".repeat(40), "b".repeat(40));
+        assert!(!derived_name(&dashed, "pre-upgrade-0123456789").contains("--"));
+    }
 }

@@ -4,7 +4,9 @@
 //! - **Generated once.** The operator creates the Secret (a create, never an apply) with a
 //!   random password of 32 letters and digits (about 190 bits) from the operating system's
 //!   secure generator, and never writes it again: a password the database was initialised with
-//!   must not change under it. The Database owns it, so it goes with the Database.
+//!   must not change under it. The Database owns it, so it goes with the Database, unless its
+//!   data is retained (`reclaimPolicy: Retain`): then the Secret has no owner, as the claim,
+//!   and a new Database of the same name takes both back and logs in to its data.
 //! - **Never held, never shown.** The operator's cache keeps a Secret's metadata only (its
 //!   view has no data); the password is in memory only while the Secret is being created. It
 //!   never appears in logs, events, status or metrics: the status names the Secret, and the
@@ -72,8 +74,12 @@ pub(crate) fn new_secret(db: &Database, engine: &dyn Engine) -> Result<Secret, r
         (keys::DATABASE, database.to_string()),
         (keys::URI, engine.uri(username, &password, &host, database)),
     ];
+    let mut metadata = child_of(db, secret_name(db));
+    if super::claim::retained(db) {
+        metadata.owner_references = Some(Vec::new());
+    }
     Ok(Secret {
-        metadata: child_of(db, secret_name(db)),
+        metadata,
         type_: Some("Opaque".into()),
         string_data: Some(data.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>()),
         ..Default::default()

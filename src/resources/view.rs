@@ -149,6 +149,9 @@ pub struct ContainerView {
     /// Its liveness probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liveness_probe: Option<Box<Probe>>,
+    /// Its startup probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_probe: Option<Box<Probe>>,
     /// Its security context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<Box<SecurityContext>>,

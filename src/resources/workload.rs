@@ -98,6 +98,7 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     }]);
     container.readiness_probe = Some(engine::readiness_probe(engine));
     container.liveness_probe = Some(engine::liveness_probe(engine));
+    container.startup_probe = Some(engine::startup_probe(engine));
     container.security_context = Some(engine::container_security());
 }
 
@@ -257,6 +258,11 @@ mod tests {
         let reference = password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
         assert_eq!((reference.name.as_str(), reference.key.as_str()), ("orders-credentials", "password"));
         assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
+        let startup = container.startup_probe.as_ref().expect("a startup probe");
+        let budget = |p: &k8s_openapi::api::core::v1::Probe| p.period_seconds.unwrap() * p.failure_threshold.unwrap();
+        assert!(budget(startup) >= 3600, "an hour for a first start, a restore or a crash recovery");
+        let liveness = container.liveness_probe.as_ref().unwrap();
+        assert_eq!(liveness.initial_delay_seconds, None, "the startup probe holds liveness back");
         let security = container.security_context.as_ref().unwrap();
         assert_eq!(security.allow_privilege_escalation, Some(false));
         assert_eq!(security.capabilities.as_ref().unwrap().drop.as_deref(), Some(&["ALL".to_string()][..]));

@@ -87,6 +87,34 @@ async fn a_backup_of_a_database_without_an_engine_fails_and_says_why() {
     assert!(Api::<Job>::namespaced(client, &ns.name).get_opt("web-1").await.unwrap().is_none(), "no Job");
 }
 
+/// A backup whose name is another object's (here the data claim of its own Database) never
+/// writes into it: on kwok, as nothing needs to run.
+#[tokio::test]
+async fn a_backup_named_like_a_databases_data_claim_fails_and_leaves_the_claim_alone() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, "backup-claim").await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let db =
+        Database::new("orders", DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
+    databases.create(&PostParams::default(), &db).await.unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
+    let data =
+        wait_until("the Database's data claim", CONVERGE, || async { claims.get_opt("orders-data").await.ok()? }).await;
+
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    backups.create(&PostParams::default(), &backup::backup("orders-data", "orders")).await.unwrap();
+    let done = finished(&backups, "orders-data").await;
+    let status = done.status.unwrap();
+    assert_eq!(status.phase, Some(BackupPhase::Failed));
+    let message = status.message.unwrap();
+    assert!(message.contains("PersistentVolumeClaim \"orders-data\" exists and is not this backup's"), "{message}");
+    assert!(Api::<Job>::namespaced(client.clone(), &ns.name).get_opt("orders-data").await.unwrap().is_none(), "no Job");
+    let after = claims.get("orders-data").await.unwrap();
+    assert_eq!(after.metadata.owner_references, data.metadata.owner_references, "still the Database's alone");
+}
+
 async fn ready_postgres(databases: &Api<Database>, name: &str) {
     let db = Database::new(name, DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
     databases.create(&PostParams::default(), &db).await.unwrap();

@@ -108,6 +108,48 @@ pub(crate) fn psql(namespace: &str, database: &str, sql: &str) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
+/// Runs `script` (`sh -c`) in a pod of `image` in `ns`, with Secret `secret`'s keys in its
+/// environment (DATABASE_URI, DATABASE_HOST, DATABASE_USER, DATABASE_PASSWORD), and returns
+/// its log once it succeeded; panics with the log when it failed.
+pub(crate) async fn client_pod(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    image: &str,
+    secret: &str,
+    script: &str,
+) -> String {
+    let env: Vec<_> = [("DATABASE_URI", "uri"), ("DATABASE_HOST", "host"), ("DATABASE_USER", "username")]
+        .into_iter()
+        .chain([("DATABASE_PASSWORD", "password")])
+        .map(|(var, key)| serde_json::json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}))
+        .collect();
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 999, "runAsGroup": 999,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "client", "image": image, "command": ["sh", "-c", script], "env": env,
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    }))
+    .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let phase = wait_until(&format!("client pod {name} to finish"), Duration::from_secs(180), || async {
+        let phase = pods.get(name).await.ok()?.status?.phase?;
+        ["Succeeded", "Failed"].contains(&phase.as_str()).then_some(phase)
+    })
+    .await;
+    let log = pods.logs(name, &kube_client::api::LogParams::default()).await.unwrap();
+    assert_eq!(phase, "Succeeded", "client pod {name}: {log}");
+    log.trim().to_string()
+}
+
 /// A namespace of the test's own, so tests run in parallel; deleted when dropped.
 pub(crate) struct TestNamespace {
     /// The namespace's name.

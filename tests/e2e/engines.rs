@@ -18,7 +18,7 @@ use kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_core::{ApiResource, DynamicObject, ObjectMeta};
 use serde_json::json;
 
-use crate::common::{Nodes, Operator, TestNamespace, client, images, install_crd, wait_until};
+use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql, wait_until};
 
 /// Long enough for a real database's first start (initialising its data directory) on a busy
 /// two-core machine.
@@ -179,7 +179,18 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
     let err = f.databases.patch("orders", &PatchParams::default(), &Patch::Merge(&shrink)).await.unwrap_err();
     assert!(err.to_string().contains("spec.storage.size cannot shrink"), "{err}");
 
-    // Deleted, the Database leaves its retained claim; a new one of the same name takes it back.
+    // Rows the server keeps on the claim, read over the network with the Secret's password.
+    let secrets: Api<Secret> = f.api();
+    let secret = secrets.get("orders-credentials").await.unwrap();
+    assert_eq!(secret.metadata.owner_references.unwrap_or_default(), [], "a retained Database's Secret has no owner");
+    psql(&f.ns.name, "orders", "create table items (id int primary key, name text)");
+    psql(&f.ns.name, "orders", "insert into items select i, 'item ' || i from generate_series(1, 100) i");
+    let read = r#"psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
+    let written = client_pod(&f.client, &f.ns.name, "read", images::POSTGRES, "orders-credentials", read).await;
+    assert!(written.starts_with("100|"), "{written}");
+
+    // Deleted, the Database leaves its retained claim and Secret; a new one of the same name
+    // takes them back, and its clients log in to the old data with the Secret they find.
     f.databases.delete("orders", &DeleteParams::default()).await.unwrap();
     wait_until("the Database to be gone", CONVERGE, || async {
         f.databases.get_opt("orders").await.ok()?.is_none().then_some(())
@@ -190,6 +201,22 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
     f.ready("orders").await;
     let again = claims.get("orders-data").await.unwrap();
     assert_eq!(again.metadata.uid, kept.metadata.uid, "the same claim, with its data");
+    assert_eq!(secrets.get("orders-credentials").await.unwrap().metadata.uid, secret.metadata.uid, "the same Secret");
+    let read_again =
+        client_pod(&f.client, &f.ns.name, "read-again", images::POSTGRES, "orders-credentials", read).await;
+    assert_eq!(read_again, written, "the old rows, with the password the Secret holds");
+
+    // A deleted Secret is not made again with a new password the data does not know: the
+    // Database says what was lost.
+    secrets.delete("orders-credentials", &DeleteParams::default()).await.unwrap();
+    let lost = wait_until("the Database to say its credentials are lost", CONVERGE, || async {
+        let status = f.databases.get("orders").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
+    })
+    .await;
+    assert_eq!(lost.reason, "CredentialsLost", "{}", lost.message);
+    assert!(lost.message.contains("orders-credentials") && lost.message.contains("orders-data"), "{}", lost.message);
+    assert!(secrets.get_opt("orders-credentials").await.unwrap().is_none(), "no new password");
 }
 
 #[tokio::test]
@@ -281,8 +308,8 @@ async fn the_crd_refuses_what_an_engine_database_cannot_be() {
 }
 
 /// No password in the operator's log (at its most verbose level, where request traces are),
-/// in Events, in a Database's status, in /metrics, or in the database pods' own logs (they
-/// run for real): plain or base64-encoded.
+/// in Events, in a Database's status, in /metrics, in the database pods' own logs (they run
+/// for real), or on any command line of the node: plain or base64-encoded.
 #[tokio::test]
 async fn a_password_never_appears_in_logs_events_status_or_metrics() {
     use base64::Engine as _;
@@ -316,6 +343,16 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
         .await;
     }
     let (_, scrape) = crate::common::http_get(metrics, "/metrics").await.expect("a scrape");
+    // Every process's command line on the node (this machine runs the real node's containers),
+    // which any user of the node can read.
+    let mut command_lines = String::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(line) = std::fs::read(entry.path().join("cmdline")) {
+            command_lines.push_str(&String::from_utf8_lossy(&line).replace('\0', " "));
+            command_lines.push('\n');
+        }
+    }
+    assert!(command_lines.contains("redis-server") && command_lines.contains("postgres"), "the servers run here");
     let _ = Command::new("kill").args(["-TERM", &operator.id().to_string()]).status();
     let _ = operator.wait();
 
@@ -346,6 +383,7 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
             ("the statuses", &statuses),
             ("/metrics", &scrape),
             ("the pods' logs", &pod_logs),
+            ("a command line on the node", &command_lines),
         ] {
             assert!(!text.contains(&password) && !text.contains(&encoded), "the password of {name} is in {place}");
         }

@@ -5,6 +5,7 @@
 mod apf;
 mod backups;
 mod common;
+mod data;
 mod engines;
 mod leader;
 mod operator;

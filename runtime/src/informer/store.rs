@@ -96,6 +96,13 @@ impl<K: Resource> Store<K> {
         store.replace(objects.into_iter().map(Arc::new).collect());
         store
     }
+
+    /// This store with index `name` added, as an informer's indexer adds it (e.g. for a
+    /// store made by [`from_objects`](Self::from_objects)).
+    pub fn with_index(self, name: &str, func: IndexFunc<K>) -> Self {
+        self.add_indexer(name, func);
+        self
+    }
 }
 
 impl<K> Store<K> {

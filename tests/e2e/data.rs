@@ -1,0 +1,181 @@
+//! The data path on the real node, proven by reading the data back: clients in pods of their
+//! own reach each engine through its Service's DNS name with the credentials Secret's keys
+//! and write rows (keys, for redis); the rows are read back after the server is killed with
+//! SIGKILL; a redis Database with a 60-character name takes scheduled backups, a new Database
+//! restored from one holds exactly the keys written, and retention never deletes the backup a
+//! Database restores from.
+
+use std::time::Duration;
+
+use database_operator::api::{BackupPhase, Database, DatabaseBackup, DatabaseSpec, EngineKind, Phase};
+use database_operator::api::{RestoreFrom, Size};
+use k8s_openapi::api::core::v1::Pod;
+use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, wait_until};
+
+/// Long enough for a real database's first start, a dump or a client pod on a busy two-core
+/// machine.
+const CONVERGE: Duration = Duration::from_secs(180);
+
+/// A thousand rows `(i, 'item i')` written by a SQL client, and what reads them back: the
+/// count and a checksum of every name in order.
+const PG_READ: &str = r#"psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
+const PG_WRITE: &str = r#"psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
+
+/// The same for the MySQL family, whose client takes no URI: host, user and `MYSQL_PWD`.
+fn mysql_write(tool: &str) -> String {
+    format!(
+        r#"values=$(seq 1 1000 | sed "s/.*/(&,'item &')/" | paste -sd, -)
+printf '%s\n' 'create table items (id int primary key, name text);' "insert into items values $values;" |
+  MYSQL_PWD="$DATABASE_PASSWORD" {tool} --host="$DATABASE_HOST" --user="$DATABASE_USER" app"#
+    )
+}
+
+fn mysql_read(tool: &str) -> String {
+    format!(
+        r#"printf '%s\n' 'set session group_concat_max_len = 1000000;' "select count(*), md5(group_concat(name order by id separator ',')) from items;" |
+  MYSQL_PWD="$DATABASE_PASSWORD" {tool} --host="$DATABASE_HOST" --user="$DATABASE_USER" --batch --skip-column-names app"#
+    )
+}
+
+/// A thousand redis keys `key:i` = `item-i`, and what reads them back: the number of keys and
+/// a checksum of every value in order. The password comes from REDISCLI_AUTH.
+const REDIS_WRITE: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+seq 1 1000 | sed 's/.*/SET key:& item-&/' | redis-cli -h "$DATABASE_HOST" > /dev/null"#;
+const REDIS_READ: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+echo "$(redis-cli -h "$DATABASE_HOST" DBSIZE) $(seq 1 1000 | sed 's/.*/GET key:&/' | redis-cli -h "$DATABASE_HOST" | md5sum)""#;
+
+/// The Database's one pod.
+async fn database_pod(pods: &Api<Pod>, name: &str) -> Pod {
+    let listed = pods.list(&ListParams::default().labels(&format!("app={name}"))).await.unwrap().items;
+    assert_eq!(listed.len(), 1, "one pod of {name}");
+    listed.into_iter().next().unwrap()
+}
+
+/// Kills every process of the `database` container of Database `name`'s pod with SIGKILL, as
+/// the kernel's OOM killer or a crash would: from the node (this machine), found by the
+/// container's id in the processes' cgroups. Returns the container's restart count before.
+async fn kill_database_container(pods: &Api<Pod>, name: &str) -> i32 {
+    let pod = database_pod(pods, name).await;
+    let status = pod.status.unwrap().container_statuses.unwrap().into_iter().find(|c| c.name == "database").unwrap();
+    let id = status.container_id.unwrap();
+    let id = id.rsplit("://").next().unwrap().to_string();
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let in_container = std::fs::read_to_string(entry.path().join("cgroup")).is_ok_and(|c| c.contains(&id));
+        if in_container && std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().is_ok() {
+            killed += 1;
+        }
+    }
+    assert!(killed > 0, "no process of container {id} ({name}) on this node");
+    status.restart_count
+}
+
+#[tokio::test]
+async fn every_engine_serves_its_secrets_clients_through_its_service_and_keeps_their_rows_when_killed() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "data", Nodes::Real).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let engines = [
+        ("postgres", EngineKind::Postgres, images::POSTGRES, PG_WRITE.to_string(), PG_READ.to_string()),
+        ("mysql", EngineKind::Mysql, images::MYSQL, mysql_write("mysql"), mysql_read("mysql")),
+        ("mariadb", EngineKind::Mariadb, images::MARIADB, mysql_write("mariadb"), mysql_read("mariadb")),
+        ("redis", EngineKind::Redis, images::REDIS, REDIS_WRITE.to_string(), REDIS_READ.to_string()),
+    ];
+    for (name, engine, image, ..) in &engines {
+        let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
+        databases.create(&PostParams::default(), &db).await.unwrap();
+    }
+    // The engines side by side: each written, read, killed and read again.
+    let (client, databases, pods, ns) = (&client, &databases, &pods, &ns.name);
+    futures::future::join_all(engines.iter().map(|(name, _, image, write, read)| async move {
+        ready(databases, name).await;
+        let secret = format!("{name}-credentials");
+        client_pod(client, ns, &format!("{name}-write"), image, &secret, write).await;
+        let written = client_pod(client, ns, &format!("{name}-read"), image, &secret, read).await;
+        assert!(written.starts_with("1000"), "{name}: {written}");
+
+        let restarts = kill_database_container(pods, name).await;
+        wait_until(&format!("{name}'s server to be back after SIGKILL"), CONVERGE, || async {
+            let pod = database_pod(pods, name).await;
+            let status = pod.status?.container_statuses?.into_iter().find(|c| c.name == "database")?;
+            (status.restart_count > restarts && status.ready).then_some(())
+        })
+        .await;
+        ready(databases, name).await;
+        let read_back = client_pod(client, ns, &format!("{name}-read-again"), image, &secret, read).await;
+        assert_eq!(read_back, written, "{name}: what was committed before the kill");
+    }))
+    .await;
+}
+
+async fn ready(databases: &Api<Database>, name: &str) -> Database {
+    wait_until(&format!("Database {name} to be Ready"), CONVERGE, || async {
+        let db = databases.get(name).await.ok()?;
+        (db.status.as_ref()?.phase == Some(Phase::Ready)).then_some(db)
+    })
+    .await
+}
+
+/// Redis, whose restore used to come up empty: with append-only persistence the server loads
+/// its append-only directory only, so the dump is restored as that directory's base.
+#[tokio::test]
+async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys_and_keeps_the_restore_source() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "redis-restore", Nodes::Real).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let name = format!("sessions-{}", "x".repeat(51));
+    assert_eq!(name.len(), 60);
+    let db = Database::new(&name, DatabaseSpec::new(Size::Small, images::REDIS).with_engine(EngineKind::Redis));
+    databases.create(&PostParams::default(), &db).await.unwrap();
+    ready(&databases, &name).await;
+    let secret = format!("{name}-credentials");
+    client_pod(&client, &ns.name, "write", images::REDIS, &secret, REDIS_WRITE).await;
+    let written = client_pod(&client, &ns.name, "read", images::REDIS, &secret, REDIS_READ).await;
+    assert!(written.starts_with("1000 "), "{written}");
+
+    // Every ten seconds, keeping one Completed backup.
+    let schedule = json!({"spec": {"backup": {"schedule": "*/10 * * * * *", "keep": 1}}});
+    databases.patch(&name, &PatchParams::default(), &Patch::Merge(&schedule)).await.unwrap();
+    let source = wait_until("a scheduled backup to complete", CONVERGE, || async {
+        let list = backups.list(&ListParams::default()).await.ok()?.items;
+        list.into_iter().find(|b| b.status.as_ref().and_then(|s| s.phase) == Some(BackupPhase::Completed))
+    })
+    .await;
+    let source = source.metadata.name.unwrap();
+    assert!(source.len() <= 63 && source.starts_with("sessions-xxx"), "{source}");
+
+    let mut copy = Database::new("copy", DatabaseSpec::new(Size::Small, images::REDIS).with_engine(EngineKind::Redis));
+    copy.spec.restore_from = Some(Box::new(RestoreFrom { backup: source.clone() }));
+    databases.create(&PostParams::default(), &copy).await.unwrap();
+    let restored = ready(&databases, "copy").await;
+    assert_eq!(restored.status.unwrap().restored_from.as_deref(), Some(source.as_str()));
+    let read = client_pod(&client, &ns.name, "read-copy", images::REDIS, "copy-credentials", REDIS_READ).await;
+    assert_eq!(read, written, "the restored keys");
+
+    // Newer backups complete and rotate (keep 1): the first is beyond keep, yet "copy"
+    // restores from it, so it stays.
+    let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    wait_until("two newer backups, rotated down to one beside the restore source", CONVERGE, || async {
+        let list = backups.list(&ListParams::default()).await.ok()?.items;
+        let completed: Vec<_> = list
+            .iter()
+            .filter(|b| b.status.as_ref().and_then(|s| s.phase) == Some(BackupPhase::Completed))
+            .filter_map(|b| b.metadata.name.clone())
+            .collect();
+        assert!(completed.contains(&source), "the backup a Database restores from was deleted");
+        let mut seen = seen.lock().unwrap();
+        seen.extend(completed.iter().filter(|n| **n != source).cloned());
+        (seen.len() >= 2 && completed.len() == 2).then_some(())
+    })
+    .await;
+}
