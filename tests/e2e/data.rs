@@ -19,9 +19,20 @@ use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, 
 /// machine.
 const CONVERGE: Duration = Duration::from_secs(180);
 
+/// Waits up to a minute for `$1` (a command) to succeed: a client's first connection after the
+/// server came back may find the Service's endpoints not yet updated, as a real client would.
+const REACHABLE: &str =
+    r#"reachable() { for _ in $(seq 60); do "$@" > /dev/null 2>&1 && return; sleep 1; done; "$@"; }"#;
+
+/// A read script with [`REACHABLE`] defined.
+fn reading(script: &str) -> String {
+    format!("{REACHABLE}\n{script}")
+}
+
 /// A thousand rows `(i, 'item i')` written by a SQL client, and what reads them back: the
 /// count and a checksum of every name in order.
-const PG_READ: &str = r#"psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
+const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
 const PG_WRITE: &str = r#"psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
 
 /// The same for the MySQL family, whose client takes no URI: host, user and `MYSQL_PWD`.
@@ -35,7 +46,8 @@ printf '%s\n' 'create table items (id int primary key, name text);' "insert into
 
 fn mysql_read(tool: &str) -> String {
     format!(
-        r#"printf '%s\n' 'set session group_concat_max_len = 1000000;' "select count(*), md5(group_concat(name order by id separator ',')) from items;" |
+        r#"reachable mysqladmin ping --host="$DATABASE_HOST" --silent
+printf '%s\n' 'set session group_concat_max_len = 1000000;' "select count(*), md5(group_concat(name order by id separator ',')) from items;" |
   MYSQL_PWD="$DATABASE_PASSWORD" {tool} --host="$DATABASE_HOST" --user="$DATABASE_USER" --batch --skip-column-names app"#
     )
 }
@@ -45,6 +57,7 @@ fn mysql_read(tool: &str) -> String {
 const REDIS_WRITE: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
 seq 1 1000 | sed 's/.*/SET key:& item-&/' | redis-cli -h "$DATABASE_HOST" > /dev/null"#;
 const REDIS_READ: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
 echo "$(redis-cli -h "$DATABASE_HOST" DBSIZE) $(seq 1 1000 | sed 's/.*/GET key:&/' | redis-cli -h "$DATABASE_HOST" | md5sum)""#;
 
 /// The Database's one pod.
@@ -83,10 +96,10 @@ async fn every_engine_serves_its_secrets_clients_through_its_service_and_keeps_t
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let engines = [
-        ("postgres", EngineKind::Postgres, images::POSTGRES, PG_WRITE.to_string(), PG_READ.to_string()),
-        ("mysql", EngineKind::Mysql, images::MYSQL, mysql_write("mysql"), mysql_read("mysql")),
-        ("mariadb", EngineKind::Mariadb, images::MARIADB, mysql_write("mariadb"), mysql_read("mariadb")),
-        ("redis", EngineKind::Redis, images::REDIS, REDIS_WRITE.to_string(), REDIS_READ.to_string()),
+        ("postgres", EngineKind::Postgres, images::POSTGRES, PG_WRITE.to_string(), reading(PG_READ)),
+        ("mysql", EngineKind::Mysql, images::MYSQL, mysql_write("mysql"), reading(&mysql_read("mysql"))),
+        ("mariadb", EngineKind::Mariadb, images::MARIADB, mysql_write("mariadb"), reading(&mysql_read("mariadb"))),
+        ("redis", EngineKind::Redis, images::REDIS, REDIS_WRITE.to_string(), reading(REDIS_READ)),
     ];
     for (name, engine, image, ..) in &engines {
         let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
@@ -140,7 +153,7 @@ async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys
     ready(&databases, &name).await;
     let secret = format!("{name}-credentials");
     client_pod(&client, &ns.name, "write", images::REDIS, &secret, REDIS_WRITE).await;
-    let written = client_pod(&client, &ns.name, "read", images::REDIS, &secret, REDIS_READ).await;
+    let written = client_pod(&client, &ns.name, "read", images::REDIS, &secret, &reading(REDIS_READ)).await;
     assert!(written.starts_with("1000 "), "{written}");
 
     // Every ten seconds, keeping one Completed backup.
@@ -159,7 +172,8 @@ async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys
     databases.create(&PostParams::default(), &copy).await.unwrap();
     let restored = ready(&databases, "copy").await;
     assert_eq!(restored.status.unwrap().restored_from.as_deref(), Some(source.as_str()));
-    let read = client_pod(&client, &ns.name, "read-copy", images::REDIS, "copy-credentials", REDIS_READ).await;
+    let read =
+        client_pod(&client, &ns.name, "read-copy", images::REDIS, "copy-credentials", &reading(REDIS_READ)).await;
     assert_eq!(read, written, "the restored keys");
 
     // Newer backups complete and rotate (keep 1): the first is beyond keep, yet "copy"
