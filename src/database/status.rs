@@ -282,14 +282,23 @@ fn blocked(blocker: &Blocker) -> Summary {
 fn upgrade_failed(upgrade: &UpgradeStatus, observed: &Observed) -> Summary {
     let (from, to) = (&upgrade.from, &upgrade.to);
     let (reason, message) = match upgrade.state {
-        UpgradeState::Refused => (
-            "MajorVersionUpgrade",
-            format!(
-                "{from} to {to} changes the engine's major version, which cannot read the old data directory: it \
-                 was not rolled, and {from} still runs. Take a DatabaseBackup and restore it into a new \
-                 Database (spec.restoreFrom), or set spec.upgrade.allowMajor if the image migrates its data"
-            ),
-        ),
+        UpgradeState::Refused => {
+            let change = if [from, to].into_iter().all(|image| super::upgrade::names_a_version(image)) {
+                "changes the engine's major version, which cannot read the old data directory".to_string()
+            } else {
+                "may change the engine's major version (a tag that names no version, as latest or a digest, may be \
+                 any), which could not read the old data directory"
+                    .to_string()
+            };
+            (
+                "MajorVersionUpgrade",
+                format!(
+                    "{from} to {to} {change}: it was not rolled, and {from} still runs. Take a DatabaseBackup and \
+                     restore it into a new Database (spec.restoreFrom), or set spec.upgrade.allowMajor if the image \
+                     migrates its data"
+                ),
+            )
+        }
         UpgradeState::BackupFailed => (
             "UpgradeBackupFailed",
             format!(

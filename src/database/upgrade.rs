@@ -11,7 +11,10 @@
 //!   rolled at all: the old server's data directory is not the new one's. The Database says
 //!   why (`Degraded`, reason `MajorVersionUpgrade`) and keeps running the old image; a dump
 //!   and a restore into a new Database is the supported path. `spec.upgrade.allowMajor`
-//!   rolls it anyway, for images that migrate their data themselves.
+//!   rolls it anyway, for images that migrate their data themselves. An image whose tag names
+//!   no version (`latest`, `alpine`, a digest `@sha256:...`) may be any major version, so a
+//!   change from or to one is refused in the same way: name the version in the tag, or set
+//!   `allowMajor`.
 //!
 //! [`plan`] decides which image the Deployment runs; the status follows from the plan and the
 //! Deployment ([`super::status`]).
@@ -67,10 +70,11 @@ pub(crate) fn plan(
         Some(UpgradeStatus { from: current.clone(), to: target.clone(), start_time: start_time.clone(), state })
     };
 
+    // An image whose tag names no version (`latest`, `alpine`, a digest) may be any major:
+    // what cannot be told is not rolled either.
     if spec.allow_major != Some(true)
         && let Some(engine) = engine
-        && let (Some(from), Some(to)) = (major(engine, &current), major(engine, &target))
-        && from != to
+        && (major(engine, &current).zip(major(engine, &target))).is_none_or(|(from, to)| from != to)
     {
         return Plan { image: current.clone(), upgrade: upgrade(UpgradeState::Refused), recheck_after: None };
     }
@@ -113,6 +117,12 @@ fn rolling(spec: &UpgradeSpec, mut upgrade: UpgradeStatus, now: &Time) -> Plan {
 /// The major version of `image` for `engine`, if its tag says it.
 fn major(engine: &dyn Engine, image: &str) -> Option<String> {
     engine.major_version(tag(image)?)
+}
+
+/// Whether `image`'s tag starts with a version number (`17`, `17.2-alpine`; not `latest`,
+/// `alpine`, a digest or no tag).
+pub(crate) fn names_a_version(image: &str) -> bool {
+    tag(image).is_some_and(|tag| crate::engine::leading_version(tag, 1).is_some())
 }
 
 /// The tag of an image reference: after the last ':' of its last path segment (a registry's
@@ -206,6 +216,19 @@ mod tests {
         let allowed = UpgradeSpec { allow_major: Some(true), ..Default::default() };
         let rolled = plan(&database("postgres:17", Some("postgres:16.4"), Some(allowed)), pg(), None, &at(0), None);
         assert_eq!((rolled.image.as_str(), rolled.upgrade.unwrap().state), ("postgres:17", UpgradeState::Upgrading));
+        // A tag that names no version may be any major.
+        for (to, from) in [
+            ("postgres:latest", "postgres:17"),
+            ("postgres@sha256:abc", "postgres:17"),
+            ("postgres:17", "postgres:alpine"),
+        ] {
+            let unknown = plan(&database(to, Some(from), None), pg(), None, &at(0), None);
+            assert_eq!(
+                (unknown.image.as_str(), unknown.upgrade.unwrap().state),
+                (from, UpgradeState::Refused),
+                "{from} to {to}"
+            );
+        }
         // A generic Database has no engine, so no major version.
         let generic = plan(&database("web:2", Some("web:1"), None), None, None, &at(0), None);
         assert_eq!(generic.upgrade.unwrap().state, UpgradeState::Upgrading);
