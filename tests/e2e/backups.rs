@@ -263,6 +263,76 @@ async fn a_schedule_takes_backups_and_keeps_only_the_newest() {
     assert_eq!(condition.reason, "InvalidSchedule");
 }
 
+/// A Database that never becomes Ready (its image is on no node) has one scheduled backup
+/// waiting for it, however many times pass: the times that come meanwhile are skipped.
+#[tokio::test]
+async fn a_database_that_is_down_has_one_waiting_scheduled_backup_not_one_per_time() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "schedule-down", Nodes::Real).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let mut db =
+        Database::new("orders", DatabaseSpec::new(Size::Small, images::MISSING).with_engine(EngineKind::Postgres));
+    db.spec.backup =
+        Some(Box::new(database_operator::api::BackupSchedule { schedule: "*/2 * * * * *".into(), keep: None }));
+    databases.create(&PostParams::default(), &db).await.unwrap();
+    let first = wait_until("the first scheduled time", CONVERGE, || async {
+        databases.get("orders").await.ok()?.status?.last_scheduled_backup
+    })
+    .await;
+    // Three more times pass, each recorded as dealt with.
+    wait_until("three more scheduled times", CONVERGE, || async {
+        let last = databases.get("orders").await.ok()?.status?.last_scheduled_backup?;
+        (last.0.duration_since(first.0).as_secs() >= 6).then_some(())
+    })
+    .await;
+    let list = backups.list(&Default::default()).await.unwrap().items;
+    let names: Vec<_> = list.iter().filter_map(|b| b.metadata.name.clone()).collect();
+    assert_eq!(names.len(), 1, "one waiting backup: {names:?}");
+    let phase = list[0].status.as_ref().and_then(|s| s.phase);
+    assert_eq!(phase, Some(BackupPhase::Pending), "it waits for the Database to be Ready");
+}
+
+/// A scheduled backup the cluster refuses (here an admission policy; before, a name too long
+/// for its Job) is reported in the Database's status and not retried in a loop; the rest of
+/// the status is still written. On kwok.
+#[tokio::test]
+async fn a_scheduled_backup_the_cluster_refuses_is_reported_and_the_status_goes_on() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, "schedule-refused").await;
+    let message = "backups are paused in this namespace";
+    let _policy = crate::common::AdmissionPolicy::create(
+        &ns.name,
+        json!({"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["databasebackups"]}),
+        "false",
+        message,
+        json!({"apiVersion": "example.com/v1", "kind": "DatabaseBackup", "metadata": {"name": "probe"},
+               "spec": {"database": "orders"}}),
+    )
+    .await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let mut db =
+        Database::new("orders", DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
+    db.spec.backup =
+        Some(Box::new(database_operator::api::BackupSchedule { schedule: "*/2 * * * * *".into(), keep: None }));
+    databases.create(&PostParams::default(), &db).await.unwrap();
+    let (condition, status) = wait_until("the refused backup to be reported", CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        let refused = status.conditions.iter().find(|c| c.type_ == "BackupScheduled" && c.status == "False")?.clone();
+        Some((refused, status))
+    })
+    .await;
+    assert_eq!(condition.reason, "BackupRefused", "{}", condition.message);
+    assert!(condition.message.contains(message), "the cluster's own words: {}", condition.message);
+    assert!(status.phase.is_some() && status.observed_generation == Some(1), "the rest of the status: {status:?}");
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    assert!(backups.list(&Default::default()).await.unwrap().items.is_empty());
+}
+
 #[tokio::test]
 async fn an_upgrade_with_backup_first_rolls_only_after_its_backup_completed() {
     let client = client().await;

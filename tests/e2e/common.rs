@@ -150,6 +150,73 @@ pub(crate) async fn client_pod(
     log.trim().to_string()
 }
 
+/// A ValidatingAdmissionPolicy, bound to one namespace, that refuses the objects of one
+/// resource for which a CEL expression is false (422, with its message): what a cluster's
+/// policy refuses although the CRD schema allowed it. Deleted when dropped.
+pub(crate) struct AdmissionPolicy {
+    name: String,
+}
+
+impl AdmissionPolicy {
+    /// Creates it for `namespace` and the resource `rule` (a `resourceRules` entry), refusing
+    /// what `expression` finds false with `message`, and waits until the apiserver enforces it
+    /// (policies take effect asynchronously): until a server-side dry run of `probe`, an
+    /// object the policy refuses, is refused with `message`.
+    pub(crate) async fn create(
+        namespace: &str,
+        rule: serde_json::Value,
+        expression: &str,
+        message: &str,
+        probe: serde_json::Value,
+    ) -> Self {
+        let name = format!("e2e-{namespace}");
+        let policy = serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": message}]
+            }
+        });
+        let binding = serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"],
+                     "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}}
+        });
+        for object in [policy, binding] {
+            let mut apply = std::process::Command::new("kubectl")
+                .args(["apply", "-f", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            apply.stdin.take().unwrap().write_all(object.to_string().as_bytes()).unwrap();
+            assert!(apply.wait().unwrap().success(), "kubectl apply the policy");
+        }
+        wait_until("the admission policy to be enforced", Duration::from_secs(120), || async {
+            let refused = std::process::Command::new("sh")
+                .args(["-c", &format!("echo '{probe}' | kubectl create --dry-run=server -n {namespace} -f - 2>&1")])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&refused.stdout).contains(message).then_some(())
+        })
+        .await;
+        Self { name }
+    }
+}
+
+impl Drop for AdmissionPolicy {
+    fn drop(&mut self) {
+        delete_when_dropped(&[
+            &format!("validatingadmissionpolicybinding/{}", self.name),
+            &format!("validatingadmissionpolicy/{}", self.name),
+        ]);
+    }
+}
+
 /// A namespace of the test's own, so tests run in parallel; deleted when dropped.
 pub(crate) struct TestNamespace {
     /// The namespace's name.

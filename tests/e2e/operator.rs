@@ -20,7 +20,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{TestNamespace, client, free_address, http_get, install_crd, wait_until};
+use crate::common::{AdmissionPolicy, TestNamespace, client, free_address, http_get, install_crd, wait_until};
 
 const CONVERGE: Duration = Duration::from_secs(60);
 
@@ -382,69 +382,20 @@ async fn a_sidecar_added_by_another_party_is_left_alone_and_causes_no_rewrite() 
     operator.stop().await;
 }
 
-/// A ValidatingAdmissionPolicy refusing Deployments in one namespace whose images start with a
-/// prefix; deleted when dropped.
-struct ImagePolicy {
-    name: String,
-}
-
-impl ImagePolicy {
-    /// Creates it and waits until the apiserver enforces it (policies take effect
-    /// asynchronously).
-    async fn create(namespace: &str, prefix: &str) -> Self {
-        let name = format!("e2e-{namespace}");
-        let policy = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
-                "validations": [{
-                    "expression": format!("object.spec.template.spec.containers.all(c, !c.image.startsWith('{prefix}'))"),
-                    "message": format!("images from {prefix} are not allowed in this cluster")
-                }]
-            }
-        });
-        let binding = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": ["Deny"],
-                     "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}}
-        });
-        for object in [policy, binding] {
-            let mut apply = std::process::Command::new("kubectl")
-                .args(["apply", "-f", "-"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            apply.stdin.take().unwrap().write_all(object.to_string().as_bytes()).unwrap();
-            assert!(apply.wait().unwrap().success(), "kubectl apply the policy");
-        }
-        let probe = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "probe"},
-            "spec": {"selector": {"matchLabels": {"app": "probe"}}, "template": {"metadata": {"labels": {"app": "probe"}},
-                "spec": {"containers": [{"name": "c", "image": format!("{prefix}probe")}]}}}});
-        wait_until("the admission policy to be enforced", CONVERGE, || async {
-            let refused = std::process::Command::new("sh")
-                .args(["-c", &format!("echo '{probe}' | kubectl create --dry-run=server -n {namespace} -f - 2>&1")])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&refused.stdout).contains("not allowed in this cluster").then_some(())
-        })
-        .await;
-        Self { name }
-    }
-}
-
-impl Drop for ImagePolicy {
-    fn drop(&mut self) {
-        crate::common::delete_when_dropped(&[
-            &format!("validatingadmissionpolicybinding/{}", self.name),
-            &format!("validatingadmissionpolicy/{}", self.name),
-        ]);
-    }
+/// A ValidatingAdmissionPolicy refusing Deployments in `namespace` whose images start with
+/// `prefix`.
+async fn image_policy(namespace: &str, prefix: &str) -> AdmissionPolicy {
+    let probe = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "probe"},
+        "spec": {"selector": {"matchLabels": {"app": "probe"}}, "template": {"metadata": {"labels": {"app": "probe"}},
+            "spec": {"containers": [{"name": "c", "image": format!("{prefix}probe")}]}}}});
+    AdmissionPolicy::create(
+        namespace,
+        json!({"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}),
+        &format!("object.spec.template.spec.containers.all(c, !c.image.startsWith('{prefix}'))"),
+        &format!("images from {prefix} are not allowed in this cluster"),
+        probe,
+    )
+    .await
 }
 
 #[tokio::test]
@@ -452,7 +403,7 @@ async fn spec_the_apiserver_refuses_to_realise_gets_invalid_spec_without_a_hot_l
     let f = fixture("refused").await;
     // The CRD takes any image; this cluster's policy (a ValidatingAdmissionPolicy in the test's
     // namespace) refuses images from one registry, so the Deployment cannot be written.
-    let _policy = ImagePolicy::create(&f.ns.name, "forbidden.example/").await;
+    let _policy = image_policy(&f.ns.name, "forbidden.example/").await;
     let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
     let name = "orders".to_string();
     f.create(&database(&name, Size::Small, "forbidden.example/postgres:17")).await;
