@@ -68,8 +68,9 @@ pub(crate) trait Engine: Send + Sync {
     /// (the dump and the restore run them).
     fn client_env(&self, secret: &str) -> Vec<EnvVar>;
     /// A shell script, run in the engine's own image, that dumps the database served at
-    /// `$DATABASE_HOST` into `/backup/dump` with the engine's logical dump tool (written
-    /// aside, then renamed: a dump that failed half-way never looks complete).
+    /// `$DATABASE_HOST` into `/backup/dump` with the engine's logical dump tool: written
+    /// aside, checked with the engine's own means, then renamed, so that a dump that failed
+    /// half-way never looks complete.
     fn dump_script(&self) -> String;
     /// A shell script, run by an init container in the engine's own image before the server
     /// starts, that readies `/backup/dump` for the server to load at its first start (into

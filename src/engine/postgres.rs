@@ -49,9 +49,10 @@ impl Engine for Postgres {
         vec![from_secret("PGUSER", secret, keys::USERNAME), from_secret("PGPASSWORD", secret, keys::PASSWORD)]
     }
 
+    // The archive's table of contents, read back by pg_restore, checks the dump.
     fn dump_script(&self) -> String {
         "pg_dump --host=\"$DATABASE_HOST\" --port=5432 --format=custom --file=/backup/dump.partial app \
-         && mv /backup/dump.partial /backup/dump"
+         && pg_restore --list /backup/dump.partial > /dev/null && mv /backup/dump.partial /backup/dump"
             .into()
     }
 

@@ -63,8 +63,10 @@ impl Engine for Redis {
         vec![from_secret("REDISCLI_AUTH", secret, keys::PASSWORD)]
     }
 
+    // An RDB file starts with its magic, REDIS.
     fn dump_script(&self) -> String {
-        "redis-cli -h \"$DATABASE_HOST\" -p 6379 --rdb /backup/dump.partial && mv /backup/dump.partial /backup/dump"
+        "redis-cli -h \"$DATABASE_HOST\" -p 6379 --rdb /backup/dump.partial \
+         && head -c 5 /backup/dump.partial | grep -q REDIS && mv /backup/dump.partial /backup/dump"
             .into()
     }
 

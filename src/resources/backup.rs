@@ -4,7 +4,10 @@
 //! come with the server), against the Database's Service, with the credentials of its Secret,
 //! into the claim: `pg_dump`, `mysqldump`, `mariadb-dump`, or `redis-cli --rdb`. It runs as
 //! the image's non-root user, so it is admitted where the "restricted" Pod Security level is
-//! enforced. One attempt and two retries; then the backup has failed.
+//! enforced, with no service account token, and writes the dump readable by its owner alone.
+//! The dump is checked with the engine's own means before it is renamed into place (see
+//! [`Engine::dump_script`]): a dump that does not read back never looks complete. One
+//! attempt and two retries; then the backup has failed.
 
 use std::collections::BTreeMap;
 
@@ -83,10 +86,12 @@ pub(crate) fn job(backup: &DatabaseBackup, db: &Database, engine: &dyn Engine, i
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".into()),
                     security_context: Some(pod_security(engine)),
+                    automount_service_account_token: Some(false),
                     containers: vec![Container {
                         name: "dump".into(),
                         image: Some(image.into()),
-                        command: Some(vec!["sh".into(), "-c".into(), engine.dump_script()]),
+                        // The dump is the data: readable by its owner alone.
+                        command: Some(vec!["sh".into(), "-c".into(), format!("umask 077 && {}", engine.dump_script())]),
                         env: Some(env),
                         volume_mounts: Some(vec![mount]),
                         security_context: Some(container_security()),

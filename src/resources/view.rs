@@ -114,6 +114,9 @@ pub struct PodSpecView {
     /// The pod's volumes.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
     pub volumes: Option<Vec<Volume>>,
+    /// Whether the pod gets a service account token (a database's never needs one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automount_service_account_token: Option<bool>,
 }
 
 /// A container: what the operator sets.

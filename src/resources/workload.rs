@@ -71,6 +71,8 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     spec.strategy = Some(DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None });
     let pod = spec.template.spec.as_mut().expect("the generic Deployment has a pod spec");
     pod.security_context = Some(engine::pod_security(engine));
+    // A database never calls the Kubernetes API: no token in its pod to steal.
+    pod.automount_service_account_token = Some(false);
     // None, said explicitly: a restore's init container leaves once the Database is restored
     // (see `backups::with_restore`), and only a list the apply sets can say it left.
     pod.init_containers = Some(Vec::new());
@@ -258,6 +260,7 @@ mod tests {
         let reference = password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
         assert_eq!((reference.name.as_str(), reference.key.as_str()), ("orders-credentials", "password"));
         assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
+        assert_eq!(pod.automount_service_account_token, Some(false), "no token in a database's pod");
         let startup = container.startup_probe.as_ref().expect("a startup probe");
         let budget = |p: &k8s_openapi::api::core::v1::Probe| p.period_seconds.unwrap() * p.failure_threshold.unwrap();
         assert!(budget(startup) >= 3600, "an hour for a first start, a restore or a crash recovery");

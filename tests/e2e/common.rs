@@ -140,13 +140,16 @@ pub(crate) async fn client_pod(
     .unwrap();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    let phase = wait_until(&format!("client pod {name} to finish"), Duration::from_secs(180), || async {
-        let phase = pods.get(name).await.ok()?.status?.phase?;
-        ["Succeeded", "Failed"].contains(&phase.as_str()).then_some(phase)
-    })
-    .await;
-    let log = pods.logs(name, &kube_client::api::LogParams::default()).await.unwrap();
-    assert_eq!(phase, "Succeeded", "client pod {name}: {log}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    let phase = loop {
+        let phase = pods.get(name).await.ok().and_then(|p| p.status?.phase).unwrap_or_default();
+        if ["Succeeded", "Failed"].contains(&phase.as_str()) || tokio::time::Instant::now() >= deadline {
+            break phase;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let log = pods.logs(name, &kube_client::api::LogParams::default()).await.unwrap_or_default();
+    assert_eq!(phase, "Succeeded", "client pod {name} (phase {phase:?}): {log}");
     log.trim().to_string()
 }
 

@@ -1,7 +1,8 @@
 //! The data path on the real node, proven by reading the data back: clients in pods of their
 //! own reach each engine through its Service's DNS name with the credentials Secret's keys
-//! and write rows (keys, for redis); the rows are read back after the server is killed with
-//! SIGKILL; a redis Database with a 60-character name takes scheduled backups, a new Database
+//! and write rows (keys, for redis; a stored function, for the MySQL family); the rows are
+//! read back after the server is killed with SIGKILL, and from a new Database restored from a
+//! DatabaseBackup of it; a redis Database with a 60-character name takes scheduled backups, a new Database
 //! restored from one holds exactly the keys written, and retention never deletes the backup a
 //! Database restores from.
 
@@ -24,8 +25,8 @@ const CONVERGE: Duration = Duration::from_secs(180);
 const REACHABLE: &str =
     r#"reachable() { for _ in $(seq 60); do "$@" > /dev/null 2>&1 && return; sleep 1; done; "$@"; }"#;
 
-/// A read script with [`REACHABLE`] defined.
-fn reading(script: &str) -> String {
+/// A client script with [`REACHABLE`] defined.
+fn reaching(script: &str) -> String {
     format!("{REACHABLE}\n{script}")
 }
 
@@ -33,28 +34,36 @@ fn reading(script: &str) -> String {
 /// count and a checksum of every name in order.
 const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
 psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
-const PG_WRITE: &str = r#"psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
+const PG_WRITE: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
 
-/// The same for the MySQL family, whose client takes no URI: host, user and `MYSQL_PWD`.
+/// The same for the MySQL family, whose client takes no URI: host, user and `MYSQL_PWD` (also
+/// to see whether the server is reachable: MariaDB 11's client verifies the server's
+/// self-signed certificate with the password, so a ping without one fails); with a
+/// stored function, which a dump must carry too.
 fn mysql_write(tool: &str) -> String {
     format!(
-        r#"values=$(seq 1 1000 | sed "s/.*/(&,'item &')/" | paste -sd, -)
-printf '%s\n' 'create table items (id int primary key, name text);' "insert into items values $values;" |
-  MYSQL_PWD="$DATABASE_PASSWORD" {tool} --host="$DATABASE_HOST" --user="$DATABASE_USER" app"#
+        r#"reachable env MYSQL_PWD="$DATABASE_PASSWORD" {tool} --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1' 
+values=$(seq 1 1000 | sed "s/.*/(&,'item &')/" | paste -sd, -)
+printf '%s\n' 'create table items (id int primary key, name text);' "insert into items values $values;" \
+  'create function item_count() returns int reads sql data return (select count(*) from items);' |
+  MYSQL_PWD="$DATABASE_PASSWORD" {tool} --connect-timeout=10 --host="$DATABASE_HOST" --user="$DATABASE_USER" app"#
     )
 }
 
 fn mysql_read(tool: &str) -> String {
     format!(
-        r#"reachable mysqladmin ping --host="$DATABASE_HOST" --silent
-printf '%s\n' 'set session group_concat_max_len = 1000000;' "select count(*), md5(group_concat(name order by id separator ',')) from items;" |
-  MYSQL_PWD="$DATABASE_PASSWORD" {tool} --host="$DATABASE_HOST" --user="$DATABASE_USER" --batch --skip-column-names app"#
+        r#"reachable env MYSQL_PWD="$DATABASE_PASSWORD" {tool} --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1' 
+printf '%s\n' 'set session group_concat_max_len = 1000000;' "select count(*), md5(group_concat(name order by id separator ',')) from items;" \
+  'select item_count();' |
+  MYSQL_PWD="$DATABASE_PASSWORD" {tool} --connect-timeout=10 --host="$DATABASE_HOST" --user="$DATABASE_USER" --batch --skip-column-names app"#
     )
 }
 
 /// A thousand redis keys `key:i` = `item-i`, and what reads them back: the number of keys and
 /// a checksum of every value in order. The password comes from REDISCLI_AUTH.
 const REDIS_WRITE: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
 seq 1 1000 | sed 's/.*/SET key:& item-&/' | redis-cli -h "$DATABASE_HOST" > /dev/null"#;
 const REDIS_READ: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
 reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
@@ -88,7 +97,7 @@ async fn kill_database_container(pods: &Api<Pod>, name: &str) -> i32 {
 }
 
 #[tokio::test]
-async fn every_engine_serves_its_secrets_clients_through_its_service_and_keeps_their_rows_when_killed() {
+async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restores_them_from_a_backup() {
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::create_restricted(&client, "data", Nodes::Real).await;
@@ -96,18 +105,25 @@ async fn every_engine_serves_its_secrets_clients_through_its_service_and_keeps_t
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let engines = [
-        ("postgres", EngineKind::Postgres, images::POSTGRES, PG_WRITE.to_string(), reading(PG_READ)),
-        ("mysql", EngineKind::Mysql, images::MYSQL, mysql_write("mysql"), reading(&mysql_read("mysql"))),
-        ("mariadb", EngineKind::Mariadb, images::MARIADB, mysql_write("mariadb"), reading(&mysql_read("mariadb"))),
-        ("redis", EngineKind::Redis, images::REDIS, REDIS_WRITE.to_string(), reading(REDIS_READ)),
+        ("postgres", EngineKind::Postgres, images::POSTGRES, reaching(PG_WRITE), reaching(PG_READ)),
+        ("mysql", EngineKind::Mysql, images::MYSQL, reaching(&mysql_write("mysql")), reaching(&mysql_read("mysql"))),
+        (
+            "mariadb",
+            EngineKind::Mariadb,
+            images::MARIADB,
+            reaching(&mysql_write("mariadb")),
+            reaching(&mysql_read("mariadb")),
+        ),
+        ("redis", EngineKind::Redis, images::REDIS, reaching(REDIS_WRITE), reaching(REDIS_READ)),
     ];
     for (name, engine, image, ..) in &engines {
         let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
         databases.create(&PostParams::default(), &db).await.unwrap();
     }
     // The engines side by side: each written, read, killed and read again.
-    let (client, databases, pods, ns) = (&client, &databases, &pods, &ns.name);
-    futures::future::join_all(engines.iter().map(|(name, _, image, write, read)| async move {
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let (client, databases, pods, backups, ns) = (&client, &databases, &pods, &backups, &ns.name);
+    futures::future::join_all(engines.iter().map(|(name, engine, image, write, read)| async move {
         ready(databases, name).await;
         let secret = format!("{name}-credentials");
         client_pod(client, ns, &format!("{name}-write"), image, &secret, write).await;
@@ -124,6 +140,21 @@ async fn every_engine_serves_its_secrets_clients_through_its_service_and_keeps_t
         ready(databases, name).await;
         let read_back = client_pod(client, ns, &format!("{name}-read-again"), image, &secret, read).await;
         assert_eq!(read_back, written, "{name}: what was committed before the kill");
+
+        // Dumped by a DatabaseBackup and restored into a new Database: the same data there.
+        let dump = format!("{name}-1");
+        backups.create(&PostParams::default(), &database_operator::api::backup(&dump, name)).await.unwrap();
+        let done = crate::backups::finished(backups, &dump).await.status.unwrap();
+        assert_eq!(done.phase, Some(BackupPhase::Completed), "{name}: {:?}", done.message);
+        let copy = format!("{name}-copy");
+        let mut restored = Database::new(&copy, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
+        restored.spec.restore_from = Some(Box::new(RestoreFrom { backup: dump.clone() }));
+        databases.create(&PostParams::default(), &restored).await.unwrap();
+        let status = ready(databases, &copy).await.status.unwrap();
+        assert_eq!(status.restored_from.as_deref(), Some(dump.as_str()), "{name}");
+        let copied_secret = format!("{copy}-credentials");
+        let copied = client_pod(client, ns, &format!("{copy}-read"), image, &copied_secret, read).await;
+        assert_eq!(copied, written, "{name}: the restored data");
     }))
     .await;
 }
@@ -152,8 +183,8 @@ async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys
     databases.create(&PostParams::default(), &db).await.unwrap();
     ready(&databases, &name).await;
     let secret = format!("{name}-credentials");
-    client_pod(&client, &ns.name, "write", images::REDIS, &secret, REDIS_WRITE).await;
-    let written = client_pod(&client, &ns.name, "read", images::REDIS, &secret, &reading(REDIS_READ)).await;
+    client_pod(&client, &ns.name, "write", images::REDIS, &secret, &reaching(REDIS_WRITE)).await;
+    let written = client_pod(&client, &ns.name, "read", images::REDIS, &secret, &reaching(REDIS_READ)).await;
     assert!(written.starts_with("1000 "), "{written}");
 
     // Every ten seconds, keeping one Completed backup.
@@ -173,7 +204,7 @@ async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys
     let restored = ready(&databases, "copy").await;
     assert_eq!(restored.status.unwrap().restored_from.as_deref(), Some(source.as_str()));
     let read =
-        client_pod(&client, &ns.name, "read-copy", images::REDIS, "copy-credentials", &reading(REDIS_READ)).await;
+        client_pod(&client, &ns.name, "read-copy", images::REDIS, "copy-credentials", &reaching(REDIS_READ)).await;
     assert_eq!(read, written, "the restored keys");
 
     // Newer backups complete and rotate (keep 1): the first is beyond keep, yet "copy"

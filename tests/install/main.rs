@@ -293,14 +293,17 @@ async fn scraper_token(client: &Client, namespace: &str, role: &str) -> String {
     run("kubectl", &["create", "token", "scraper", "-n", namespace], None).0.trim().to_string()
 }
 
-/// Waits until every Database in `namespace` named in `names` is Ready.
+/// Waits until every Database in `namespace` named in `names` is Ready: as long as the
+/// end-to-end tests wait for a real database's first start on a busy two-core machine.
 async fn wait_ready(client: &Client, namespace: &str, names: &[&str]) {
     use database_operator::api::{Database, Phase};
     let databases: Api<Database> = Api::namespaced(client.clone(), namespace);
     for name in names {
-        wait_until(&format!("Database {namespace}/{name} to be Ready"), std::time::Duration::from_secs(90), || async {
-            (databases.get(name).await.ok()?.status?.phase? == Phase::Ready).then_some(())
-        })
+        wait_until(
+            &format!("Database {namespace}/{name} to be Ready"),
+            std::time::Duration::from_secs(180),
+            || async { (databases.get(name).await.ok()?.status?.phase? == Phase::Ready).then_some(()) },
+        )
         .await;
     }
 }
