@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{
 
 use crate::api::{Database, EngineKind};
 
+pub(crate) mod fence;
 mod mysql;
 mod postgres;
 mod redis;
@@ -55,10 +56,10 @@ pub(crate) trait Engine: Send + Sync {
     }
     /// The container's environment, with the credentials read from `secret`.
     fn env(&self, secret: &str) -> Vec<EnvVar>;
-    /// The container's arguments, when the image's default command needs more.
-    fn args(&self) -> Option<Vec<String>> {
-        None
-    }
+    /// The shell lines that start the server, after the data volume is locked ([`fence`]):
+    /// the last `exec`s the image's entrypoint or the server, so that the server is PID 1,
+    /// receives SIGTERM and holds the lock.
+    fn server_script(&self) -> String;
     /// The command that tells whether the server accepts connections, with the engine's own
     /// tool (readiness and liveness probes run it).
     fn probe_command(&self) -> Vec<String>;

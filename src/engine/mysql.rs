@@ -66,6 +66,12 @@ impl Engine for MysqlFamily {
         ]
     }
 
+    // The entrypoint of every image of the family prepends its own server (mysqld, mariadbd)
+    // to arguments that start with a flag; the port is the default one, said again.
+    fn server_script(&self) -> String {
+        "exec docker-entrypoint.sh --port=3306".into()
+    }
+
     fn probe_command(&self) -> Vec<String> {
         self.probe.iter().map(|s| s.to_string()).collect()
     }

@@ -36,6 +36,10 @@ impl Engine for Postgres {
         ]
     }
 
+    fn server_script(&self) -> String {
+        "exec docker-entrypoint.sh postgres".into()
+    }
+
     // pg_isready asks the server whether it accepts connections; it needs no password.
     fn probe_command(&self) -> Vec<String> {
         ["pg_isready", "--host=127.0.0.1", "--port=5432"].map(String::from).to_vec()

@@ -28,7 +28,8 @@ pub(crate) fn with_restore(deployment: &mut Deployment, engine: &dyn Engine, cla
     pod.init_containers = Some(vec![Container {
         name: RESTORE_CONTAINER.into(),
         image,
-        command: Some(vec!["sh".into(), "-c".into(), engine.restore_script()]),
+        // It writes into the data volume (redis's restore does): under the volume's lock.
+        command: Some(engine::fence::fenced(engine.data_dir(), &engine.restore_script())),
         volume_mounts: Some(vec![backup_mount, data.clone(), initdb.clone()]),
         security_context: Some(engine::container_security()),
         ..Default::default()

@@ -92,7 +92,9 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
         ..Default::default()
     }]);
     container.env = Some(engine.env(&secret::secret_name(db)));
-    container.args = engine.args();
+    // The image's entrypoint runs `sh` as it is; the shell locks the data volume, then runs
+    // the server.
+    container.args = Some(engine::fence::fenced(engine.data_dir(), &engine.server_script()));
     container.volume_mounts = Some(vec![VolumeMount {
         name: DATA_VOLUME.into(),
         mount_path: engine.data_dir().into(),
@@ -256,6 +258,11 @@ mod tests {
         let port = &container.ports.as_ref().unwrap()[0];
         assert_eq!((port.name.as_deref(), port.container_port), (Some("postgres"), 5432));
         assert_eq!(container.volume_mounts.as_ref().unwrap()[0].mount_path, "/var/lib/postgresql/data");
+        // The server starts once it holds the data volume's lock (engine::fence).
+        let args = container.args.as_ref().unwrap();
+        assert_eq!(args[..2], ["sh", "-c"]);
+        assert!(args[2].contains("exec 9< '/var/lib/postgresql/data'"), "{}", args[2]);
+        assert!(args[2].ends_with("exec docker-entrypoint.sh postgres"), "{}", args[2]);
         let password = container.env.as_ref().unwrap().iter().find(|e| e.name == "POSTGRES_PASSWORD").unwrap();
         let reference = password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
         assert_eq!((reference.name.as_str(), reference.key.as_str()), ("orders-credentials", "password"));

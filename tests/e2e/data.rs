@@ -18,7 +18,7 @@ use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, 
 
 /// Long enough for a real database's first start, a dump or a client pod on a busy two-core
 /// machine.
-const CONVERGE: Duration = Duration::from_secs(180);
+pub(crate) const CONVERGE: Duration = Duration::from_secs(180);
 
 /// Waits up to a minute for `$1` (a command) to succeed: a client's first connection after the
 /// server came back may find the Service's endpoints not yet updated, as a real client would.
@@ -26,22 +26,22 @@ const REACHABLE: &str =
     r#"reachable() { for _ in $(seq 60); do "$@" > /dev/null 2>&1 && return; sleep 1; done; "$@"; }"#;
 
 /// A client script with [`REACHABLE`] defined.
-fn reaching(script: &str) -> String {
+pub(crate) fn reaching(script: &str) -> String {
     format!("{REACHABLE}\n{script}")
 }
 
 /// A thousand rows `(i, 'item i')` written by a SQL client, and what reads them back: the
 /// count and a checksum of every name in order.
-const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+pub(crate) const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
 psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
-const PG_WRITE: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+pub(crate) const PG_WRITE: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
 psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
 
 /// The same for the MySQL family, whose client takes no URI: host, user and `MYSQL_PWD` (also
 /// to see whether the server is reachable: MariaDB 11's client verifies the server's
 /// self-signed certificate with the password, so a ping without one fails); with a
 /// stored function, which a dump must carry too.
-fn mysql_write(tool: &str) -> String {
+pub(crate) fn mysql_write(tool: &str) -> String {
     format!(
         r#"reachable env MYSQL_PWD="$DATABASE_PASSWORD" {tool} --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1' 
 values=$(seq 1 1000 | sed "s/.*/(&,'item &')/" | paste -sd, -)
@@ -51,7 +51,7 @@ printf '%s\n' 'create table items (id int primary key, name text);' "insert into
     )
 }
 
-fn mysql_read(tool: &str) -> String {
+pub(crate) fn mysql_read(tool: &str) -> String {
     format!(
         r#"reachable env MYSQL_PWD="$DATABASE_PASSWORD" {tool} --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1' 
 printf '%s\n' 'set session group_concat_max_len = 1000000;' "select count(*), md5(group_concat(name order by id separator ',')) from items;" \
@@ -62,38 +62,58 @@ printf '%s\n' 'set session group_concat_max_len = 1000000;' "select count(*), md
 
 /// A thousand redis keys `key:i` = `item-i`, and what reads them back: the number of keys and
 /// a checksum of every value in order. The password comes from REDISCLI_AUTH.
-const REDIS_WRITE: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+pub(crate) const REDIS_WRITE: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
 reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
 seq 1 1000 | sed 's/.*/SET key:& item-&/' | redis-cli -h "$DATABASE_HOST" > /dev/null"#;
-const REDIS_READ: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+pub(crate) const REDIS_READ: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
 reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
 echo "$(redis-cli -h "$DATABASE_HOST" DBSIZE) $(seq 1 1000 | sed 's/.*/GET key:&/' | redis-cli -h "$DATABASE_HOST" | md5sum)""#;
 
 /// The Database's one pod.
-async fn database_pod(pods: &Api<Pod>, name: &str) -> Pod {
+pub(crate) async fn database_pod(pods: &Api<Pod>, name: &str) -> Pod {
     let listed = pods.list(&ListParams::default().labels(&format!("app={name}"))).await.unwrap().items;
     assert_eq!(listed.len(), 1, "one pod of {name}");
     listed.into_iter().next().unwrap()
 }
 
-/// Kills every process of the `database` container of Database `name`'s pod with SIGKILL, as
-/// the kernel's OOM killer or a crash would: from the node (this machine), found by the
-/// container's id in the processes' cgroups. Returns the container's restart count before.
-async fn kill_database_container(pods: &Api<Pod>, name: &str) -> i32 {
-    let pod = database_pod(pods, name).await;
-    let status = pod.status.unwrap().container_statuses.unwrap().into_iter().find(|c| c.name == "database").unwrap();
-    let id = status.container_id.unwrap();
-    let id = id.rsplit("://").next().unwrap().to_string();
-    let mut killed = 0;
+/// The id of `pod`'s `database` container and its restart count, once it has one.
+pub(crate) fn database_container(pod: &Pod) -> Option<(String, i32)> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let status = statuses.iter().find(|c| c.name == "database")?;
+    let id = status.container_id.as_ref()?.rsplit("://").next()?.to_string();
+    Some((id, status.restart_count))
+}
+
+/// The processes of container `id` on the node (this machine), found by the container's id
+/// in their cgroups: each one's pid and command name.
+pub(crate) fn processes_of(id: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let in_container = std::fs::read_to_string(entry.path().join("cgroup")).is_ok_and(|c| c.contains(&id));
-        if in_container && std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().is_ok() {
-            killed += 1;
+        if std::fs::read_to_string(entry.path().join("cgroup")).is_ok_and(|c| c.contains(id)) {
+            let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            found.push((pid, comm.trim().to_string()));
         }
     }
-    assert!(killed > 0, "no process of container {id} ({name}) on this node");
-    status.restart_count
+    found
+}
+
+/// Sends `signal` (`KILL`, `STOP`) to every process of container `id`; how many there were.
+pub(crate) fn signal_container(id: &str, signal: &str) -> usize {
+    let processes = processes_of(id);
+    for (pid, _) in &processes {
+        let _ = std::process::Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status();
+    }
+    processes.len()
+}
+
+/// Kills every process of the `database` container of Database `name`'s pod with SIGKILL, as
+/// the kernel's OOM killer or a crash would. Returns the container's restart count before.
+async fn kill_database_container(pods: &Api<Pod>, name: &str) -> i32 {
+    let pod = database_pod(pods, name).await;
+    let (id, restarts) = database_container(&pod).expect("a running database container");
+    assert!(signal_container(&id, "KILL") > 0, "no process of container {id} ({name}) on this node");
+    restarts
 }
 
 #[tokio::test]
@@ -159,7 +179,7 @@ async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restor
     .await;
 }
 
-async fn ready(databases: &Api<Database>, name: &str) -> Database {
+pub(crate) async fn ready(databases: &Api<Database>, name: &str) -> Database {
     wait_until(&format!("Database {name} to be Ready"), CONVERGE, || async {
         let db = databases.get(name).await.ok()?;
         (db.status.as_ref()?.phase == Some(Phase::Ready)).then_some(db)

@@ -7,6 +7,7 @@ mod backups;
 mod common;
 mod data;
 mod engines;
+mod fence;
 mod leader;
 mod operator;
 mod plane;
