@@ -178,7 +178,7 @@ impl DatabaseReconciler {
             engine: engine::of_database(db),
             now: now(),
             plan: Plan::steady(&db.spec.image),
-            restore: restore::restore(db, &self.stores.backups),
+            restore: restore::restore(db, &self.stores.backups, &self.stores.claims),
             deployment: None,
             report: Report::default(),
         };

@@ -1,6 +1,9 @@
 //! A Database's restore (`spec.restoreFrom.backup`), decided from the cache: until the named
 //! backup has Completed, the Database's pod is not created (`Pending`, reason
-//! `WaitingForBackup`); a backup that failed, or of another engine, is reported (`Degraded`).
+//! `WaitingForBackup`); a backup that failed, or of another engine, is reported (`Degraded`),
+//! and so is a data claim that was there before the Database (a retained one: the server
+//! would find its data and skip the load, and the restore would be recorded on data it never
+//! touched), before the Database writes anything.
 //! Then the pod gets the restore's init container ([`crate::resources::restore`]), which
 //! readies the dump for the server's first start: the server loads it before it serves. Once
 //! that server has been Ready, `status.restoredFrom` says so, and the init container and the
@@ -10,6 +13,8 @@
 use operator_runtime::informer::{Store, key_of};
 
 use crate::api::{BackupPhase, Database, DatabaseBackup, index};
+use crate::resources::claim;
+use crate::resources::view::PersistentVolumeClaimView;
 
 /// Where a Database stands with its restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,8 +39,35 @@ pub(crate) enum Restore {
     },
 }
 
-/// Where `db` stands with its restore, given the backups in the cache.
-pub(crate) fn restore(db: &Database, backups: &Store<DatabaseBackup>) -> Restore {
+/// Where `db` stands with its restore, given the backups and the claims in the cache.
+pub(crate) fn restore(
+    db: &Database,
+    backups: &Store<DatabaseBackup>,
+    claims: &Store<PersistentVolumeClaimView>,
+) -> Restore {
+    let restore = from_backup(db, backups);
+    let Restore::From { .. } = restore else { return restore };
+    let Some(existing) = retained_claim(db, claims) else { return restore };
+    Restore::Impossible {
+        reason: "RestoreTargetNotEmpty",
+        message: format!(
+            "the data claim {existing:?} was there before this Database (kept by reclaimPolicy Retain) and may hold \
+             data: a restore loads into a new, empty volume only, so nothing was restored. Delete this Database and \
+             the claim to restore, or create the Database without spec.restoreFrom to serve the data the claim holds"
+        ),
+    }
+}
+
+/// The name of `db`'s data claim, when one was there before `db` ([`claim::predates`]).
+fn retained_claim(db: &Database, claims: &Store<PersistentVolumeClaimView>) -> Option<String> {
+    let name = claim::claim_name(db);
+    let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
+    let live = claims.get(&format!("{namespace}/{name}"))?;
+    claim::predates(&live, db).then_some(name)
+}
+
+/// Where `db` stands with its restore, given the backups alone.
+fn from_backup(db: &Database, backups: &Store<DatabaseBackup>) -> Restore {
     let Some(from) = &db.spec.restore_from else { return Restore::None };
     if db.status.as_ref().is_some_and(|s| s.restored_from.is_some()) {
         return Restore::None;
@@ -83,5 +115,84 @@ pub(crate) fn databases_waiting_for(
         let mut keys = index::by_database(backup);
         keys.extend(databases.by_index(index::BY_RESTORE_SOURCE, &key_of(backup)).iter().map(|db| key_of(db.as_ref())));
         keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::api::{BackupStatus, DatabaseSpec, EngineKind, RestoreFrom, Size};
+
+    fn restoring(uid: &str) -> Database {
+        let mut db =
+            Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
+        db.metadata.namespace = Some("shop".into());
+        db.metadata.uid = Some(uid.into());
+        db.spec.restore_from = Some(Box::new(RestoreFrom { backup: "nightly".into() }));
+        db
+    }
+
+    fn completed() -> Store<DatabaseBackup> {
+        let mut backup = crate::api::backup("nightly", "orders");
+        backup.metadata.namespace = Some("shop".into());
+        backup.status = Some(BackupStatus {
+            phase: Some(BackupPhase::Completed),
+            engine: Some(EngineKind::Postgres),
+            ..Default::default()
+        });
+        Store::from_objects([backup])
+    }
+
+    fn claim(uid: Option<&str>) -> PersistentVolumeClaimView {
+        let mut labels = std::collections::BTreeMap::from([("app".to_string(), "orders".to_string())]);
+        if let Some(uid) = uid {
+            labels.insert(crate::resources::meta::DATABASE_UID_LABEL.into(), uid.into());
+        }
+        let metadata = ObjectMeta {
+            name: Some("orders-data".into()),
+            namespace: Some("shop".into()),
+            labels: Some(labels),
+            ..Default::default()
+        };
+        PersistentVolumeClaimView { metadata, ..Default::default() }
+    }
+
+    #[test]
+    fn a_restore_goes_into_a_claim_of_its_own_or_a_new_one() {
+        let db = restoring("uid-2");
+        let none = Store::<PersistentVolumeClaimView>::new();
+        assert!(matches!(restore(&db, &completed(), &none), Restore::From { .. }));
+        let own = Store::from_objects([claim(Some("uid-2"))]);
+        assert!(matches!(restore(&db, &completed(), &own), Restore::From { .. }));
+    }
+
+    /// The claim kept by `reclaimPolicy: Retain` holds an earlier Database's data: the server
+    /// would skip the load and the restore would be recorded on data it never touched.
+    #[test]
+    fn a_restore_into_a_claim_that_was_there_before_the_database_is_refused() {
+        let db = restoring("uid-2");
+        for earlier in [claim(Some("uid-1")), claim(None)] {
+            let claims = Store::from_objects([earlier]);
+            match restore(&db, &completed(), &claims) {
+                Restore::Impossible { reason, message } => {
+                    assert_eq!(reason, "RestoreTargetNotEmpty");
+                    assert!(
+                        message.contains("\"orders-data\"") && message.contains("nothing was restored"),
+                        "{message}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_database_restored_already_is_not_refused_for_its_own_claim() {
+        let mut db = restoring("uid-2");
+        db.status = Some(crate::api::DatabaseStatus { restored_from: Some("nightly".into()), ..Default::default() });
+        let claims = Store::from_objects([claim(Some("uid-1"))]);
+        assert_eq!(restore(&db, &completed(), &claims), Restore::None);
     }
 }

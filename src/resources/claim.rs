@@ -9,13 +9,16 @@
 //!   controller owner, so the garbage collector deletes it with the Database; `Retain` leaves
 //!   the claim without an owner, carrying the Database's labels: it outlives the Database,
 //!   and a new Database of the same name takes it back.
+//! - It is labelled with the uid of the Database it serves ([`DATABASE_UID_LABEL`]), so that a
+//!   claim which was there before its Database (a retained one, with an earlier Database's
+//!   data) is told from a new, empty one: a restore never loads into it ([`predates`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::meta::{self, child_of};
+use super::meta::{self, DATABASE_UID_LABEL, child_of};
 use super::view::PersistentVolumeClaimView;
 use crate::api::{Database, ReclaimPolicy, Size, Storage};
 
@@ -47,6 +50,9 @@ pub(crate) fn claim(db: &Database, live: Option<&PersistentVolumeClaimView>) -> 
         _ => wanted,
     };
     let mut metadata = child_of(db, claim_name(db));
+    if let Some(uid) = &db.metadata.uid {
+        metadata.labels.get_or_insert_with(Default::default).insert(DATABASE_UID_LABEL.into(), uid.clone());
+    }
     // Retained: no owner, so the garbage collector leaves it when the Database goes.
     if retained(db) {
         metadata.owner_references = Some(Vec::new());
@@ -71,6 +77,14 @@ pub(crate) fn claim_spec(size: String, class: Option<String>) -> PersistentVolum
 /// Whether `claim` is `db`'s ([`meta::is_ours`]).
 pub(crate) fn is_ours(claim: &PersistentVolumeClaimView, db: &Database) -> bool {
     meta::is_ours(&claim.metadata, db)
+}
+
+/// Whether `claim` was there before `db` took it: not labelled with `db`'s uid (a retained
+/// claim of an earlier Database of the name, or one of a version that did not label claims).
+/// It may hold data.
+pub(crate) fn predates(claim: &PersistentVolumeClaimView, db: &Database) -> bool {
+    let labelled = claim.metadata.labels.as_ref().and_then(|l| l.get(DATABASE_UID_LABEL));
+    labelled.is_none() || labelled != db.metadata.uid.as_ref()
 }
 
 /// Whether `db`'s data outlives it (`spec.storage.reclaimPolicy: Retain`): its claim and its

@@ -29,8 +29,9 @@ pub(crate) const BACKUP_LABEL: &str = "example.com/backup";
 /// The label of a scheduled backup, naming its Database.
 pub(crate) const SCHEDULED_LABEL: &str = "example.com/scheduled-for";
 
-/// The label of a scheduled backup, holding its Database's uid: a Database deleted and made
-/// again under the same name is another Database, and never rotates the first one's backups.
+/// The label of a scheduled backup and of a data claim, holding its Database's uid: a Database
+/// deleted and made again under the same name is another Database, which never rotates the
+/// first one's backups, and whose restore never loads into the first one's retained data.
 pub(crate) const DATABASE_UID_LABEL: &str = "example.com/database-uid";
 
 /// The longest name of an object that a Job, a Service or a label value holds: a DNS label.

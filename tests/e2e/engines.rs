@@ -1,7 +1,7 @@
 //! Databases with an engine on the real plane, in namespaces that enforce the "restricted" Pod
 //! Security level: the credentials Secret, the bound claim, the Deployment (port, env from the
 //! Secret, probes, security context, Recreate) and the Service; storage that grows and never
-//! shrinks, a retained claim taken back by a new Database, a Secret of one's own, and what the
+//! shrinks, a retained claim taken back by a new Database (and never restored into), a Secret of one's own, and what the
 //! CRD refuses. Where the meaning depends on the database running (each engine Ready, storage,
 //! a Secret of one's own, no password in any log), the pods run on the plane's real node with
 //! the engines' images of hack/engine-images.sh, and Ready is the engine's own probe; the rest
@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use database_operator::api::{Credentials, Database, DatabaseSpec, EngineKind, Phase, ReclaimPolicy, Size, Storage};
+use database_operator::api::{BackupPhase, Credentials, Database, DatabaseBackup, DatabaseSpec, EngineKind, Phase};
+use database_operator::api::{ReclaimPolicy, RestoreFrom, Size, Storage};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
 use kube_client::Client;
@@ -189,14 +190,42 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
     let written = client_pod(&f.client, &f.ns.name, "read", images::POSTGRES, "orders-credentials", read).await;
     assert!(written.starts_with("100|"), "{written}");
 
-    // Deleted, the Database leaves its retained claim and Secret; a new one of the same name
-    // takes them back, and its clients log in to the old data with the Secret they find.
-    f.databases.delete("orders", &DeleteParams::default()).await.unwrap();
-    wait_until("the Database to be gone", CONVERGE, || async {
-        f.databases.get_opt("orders").await.ok()?.is_none().then_some(())
+    // A backup of it, for the restore below.
+    let backups: Api<DatabaseBackup> = f.api();
+    backups.create(&PostParams::default(), &database_operator::api::backup("orders-1", "orders")).await.unwrap();
+    let done = crate::backups::finished(&backups, "orders-1").await.status.unwrap();
+    assert_eq!(done.phase, Some(BackupPhase::Completed), "{:?}", done.message);
+
+    // Deleted, the Database leaves its retained claim and Secret.
+    let gone = || async {
+        f.databases.delete("orders", &DeleteParams::default()).await.unwrap();
+        wait_until("the Database to be gone", CONVERGE, || async {
+            f.databases.get_opt("orders").await.ok()?.is_none().then_some(())
+        })
+        .await;
+    };
+    gone().await;
+    let kept = claims.get("orders-data").await.expect("the retained claim outlives its Database");
+
+    // A new Database of the name restored from a backup would load into the old data (the
+    // server finds a database and skips the load): refused, before it writes anything.
+    let mut restoring = db.clone();
+    restoring.spec.restore_from = Some(Box::new(RestoreFrom { backup: "orders-1".into() }));
+    f.databases.create(&PostParams::default(), &restoring).await.unwrap();
+    let refused = wait_until("the restore onto the retained claim to be refused", CONVERGE, || async {
+        let status = f.databases.get("orders").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
     })
     .await;
-    let kept = claims.get("orders-data").await.expect("the retained claim outlives its Database");
+    assert_eq!(refused.reason, "RestoreTargetNotEmpty", "{}", refused.message);
+    assert!(refused.message.contains("orders-data"), "{}", refused.message);
+    assert!(f.api::<Deployment>().get_opt("orders").await.unwrap().is_none(), "no server started on the claim");
+    let status = f.databases.get("orders").await.unwrap().status.unwrap();
+    assert_eq!(status.restored_from, None, "never recorded as restored");
+    gone().await;
+
+    // A new one of the same name without a restore takes them back, and its clients log in
+    // to the old data with the Secret they find.
     f.databases.create(&PostParams::default(), &db).await.unwrap();
     f.ready("orders").await;
     let again = claims.get("orders-data").await.unwrap();
