@@ -186,7 +186,8 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
     assert_eq!(secret.metadata.owner_references.unwrap_or_default(), [], "a retained Database's Secret has no owner");
     psql(&f.ns.name, "orders", "create table items (id int primary key, name text)");
     psql(&f.ns.name, "orders", "insert into items select i, 'item ' || i from generate_series(1, 100) i");
-    let read = r#"psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
+    // Waits for the Service to route (a new Service's rules may lag its endpoints), then reads.
+    let read = &crate::data::reaching(crate::data::PG_READ);
     let written = client_pod(&f.client, &f.ns.name, "read", images::POSTGRES, "orders-credentials", read).await;
     assert!(written.starts_with("100|"), "{written}");
 
