@@ -141,15 +141,20 @@ pub(crate) async fn client_pod(
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
     pods.create(&PostParams::default(), &pod).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
-    let phase = loop {
-        let phase = pods.get(name).await.ok().and_then(|p| p.status?.phase).unwrap_or_default();
+    let (phase, status) = loop {
+        let status = pods.get(name).await.ok().and_then(|p| p.status).unwrap_or_default();
+        let phase = status.phase.clone().unwrap_or_default();
         if ["Succeeded", "Failed"].contains(&phase.as_str()) || tokio::time::Instant::now() >= deadline {
-            break phase;
+            break (phase, status);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let log = pods.logs(name, &kube_client::api::LogParams::default()).await.unwrap_or_default();
-    assert_eq!(phase, "Succeeded", "client pod {name} (phase {phase:?}): {log}");
+    // A pod that failed without a word in its log (refused by the kubelet, its container never
+    // made) says why in its status.
+    let why = (status.reason, status.message, status.container_statuses.map(|c| c.into_iter().map(|c| c.state)));
+    let why = format!("{:?}", (why.0, why.1, why.2.map(|s| s.collect::<Vec<_>>())));
+    assert_eq!(phase, "Succeeded", "client pod {name} (phase {phase:?}, {why}): {log}");
     log.trim().to_string()
 }
 
