@@ -36,6 +36,10 @@ pub(crate) mod keys {
     pub(crate) const DATABASE: &str = "database";
     /// A connection URI in the engine's scheme.
     pub(crate) const URI: &str = "uri";
+    /// The password of the engine's administrative account, where it has one
+    /// ([`Engine::root_user`](super::Engine::root_user)), which logs in from inside the
+    /// database's pod only.
+    pub(crate) const ROOT_PASSWORD: &str = "root-password";
 }
 
 /// What the operator knows of one engine's official image.
@@ -53,6 +57,12 @@ pub(crate) trait Engine: Send + Sync {
     /// The user the generated credentials name.
     fn username(&self) -> &'static str {
         "app"
+    }
+    /// The engine's administrative account besides the application's, when the image makes
+    /// one (MySQL's `root`): it logs in from inside the database's pod only, with the Secret's
+    /// [`keys::ROOT_PASSWORD`], which a Secret of your own then needs too.
+    fn root_user(&self) -> Option<&'static str> {
+        None
     }
     /// The container's environment, with the credentials read from `secret`.
     fn env(&self, secret: &str) -> Vec<EnvVar>;
@@ -223,9 +233,9 @@ mod tests {
                         "POSTGRES_DB",
                         "PGDATA",
                         "MYSQL_DATABASE",
-                        "MYSQL_RANDOM_ROOT_PASSWORD",
+                        "MYSQL_ROOT_HOST",
                         "MARIADB_DATABASE",
-                        "MARIADB_RANDOM_ROOT_PASSWORD"
+                        "MARIADB_ROOT_HOST"
                     ]
                     .contains(&var.name.as_str()),
                     "{kind:?}: {var:?}"

@@ -4,9 +4,11 @@
 //! their dump tool and their URI scheme.
 //!
 //! The first start creates the application user and database (`<PREFIX>_USER`,
-//! `<PREFIX>_PASSWORD`, `<PREFIX>_DATABASE`) and a random root password nobody needs
-//! (`<PREFIX>_RANDOM_ROOT_PASSWORD`): the Secret holds only what the application uses. mariadb's
-//! also creates the `healthcheck` user its own `healthcheck.sh` connects as.
+//! `<PREFIX>_PASSWORD`, `<PREFIX>_DATABASE`) and `root`, whose password is the Secret's
+//! `root-password` (`<PREFIX>_ROOT_PASSWORD`) and who logs in from inside the pod only
+//! (`<PREFIX>_ROOT_HOST=localhost`): no root over the network, and no random root password,
+//! which the official images print to the pod's log. mariadb's also creates the `healthcheck`
+//! user its own `healthcheck.sh` connects as.
 
 use k8s_openapi::api::core::v1::EnvVar;
 
@@ -62,8 +64,13 @@ impl Engine for MysqlFamily {
             from_secret(&format!("{prefix}_USER"), secret, keys::USERNAME),
             from_secret(&format!("{prefix}_PASSWORD"), secret, keys::PASSWORD),
             value(&format!("{prefix}_DATABASE"), "app"),
-            value(&format!("{prefix}_RANDOM_ROOT_PASSWORD"), "yes"),
+            from_secret(&format!("{prefix}_ROOT_PASSWORD"), secret, keys::ROOT_PASSWORD),
+            value(&format!("{prefix}_ROOT_HOST"), "localhost"),
         ]
+    }
+
+    fn root_user(&self) -> Option<&'static str> {
+        Some("root")
     }
 
     // The entrypoint of every image of the family prepends its own server (mysqld, mariadbd)

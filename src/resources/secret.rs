@@ -12,8 +12,9 @@
 //!   never appears in logs, events, status or metrics: the status names the Secret, and the
 //!   pod reads the password through `secretKeyRef`.
 //! - Keys: `username`, `password`, `host` (the Service's name in the cluster), `port`,
-//!   `database` (SQL engines) and `uri` (the engine's scheme). A Secret of your own needs
-//!   `username` and `password` only.
+//!   `database` (SQL engines), `uri` (the engine's scheme), and for MySQL and MariaDB
+//!   `root-password` (root logs in from inside the database's pod only). A Secret of your own
+//!   needs `username` and `password`, and `root-password` for MySQL and MariaDB.
 
 use std::collections::BTreeMap;
 
@@ -74,6 +75,10 @@ pub(crate) fn new_secret(db: &Database, engine: &dyn Engine) -> Result<Secret, r
         (keys::DATABASE, database.to_string()),
         (keys::URI, engine.uri(username, &password, &host, database)),
     ];
+    let root = match engine.root_user() {
+        Some(_) => Some((keys::ROOT_PASSWORD, self::password()?)),
+        None => None,
+    };
     let mut metadata = child_of(db, secret_name(db));
     if super::claim::retained(db) {
         metadata.owner_references = Some(Vec::new());
@@ -81,7 +86,7 @@ pub(crate) fn new_secret(db: &Database, engine: &dyn Engine) -> Result<Secret, r
     Ok(Secret {
         metadata,
         type_: Some("Opaque".into()),
-        string_data: Some(data.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>()),
+        string_data: Some(data.into_iter().chain(root).map(|(k, v)| (k.to_string(), v)).collect::<BTreeMap<_, _>>()),
         ..Default::default()
     })
 }
@@ -120,6 +125,18 @@ mod tests {
         assert_eq!(data["port"], "5432");
         assert_eq!(data["uri"], format!("postgresql://app:{password}@orders.shop.svc:5432/app"));
         assert_eq!(secret.metadata.owner_references.unwrap()[0].uid, "uid-1");
+    }
+
+    #[test]
+    fn the_mysql_family_s_secret_also_has_a_root_password_of_its_own() {
+        for kind in [EngineKind::Mysql, EngineKind::Mariadb] {
+            let data = new_secret(&database(), of(kind)).unwrap().string_data.unwrap();
+            let root = &data["root-password"];
+            assert_eq!(root.len(), 32);
+            assert_ne!(root, &data["password"]);
+        }
+        let postgres = new_secret(&database(), of(EngineKind::Postgres)).unwrap().string_data.unwrap();
+        assert!(!postgres.contains_key("root-password"));
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub(crate) async fn finished(backups: &Api<DatabaseBackup>, name: &str) -> Datab
 async fn a_backup_dumps_its_database_with_the_engines_tool_into_its_own_claim() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "backup", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "backup", Nodes::Real(1)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let db =
@@ -135,7 +135,7 @@ async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_st
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "restore", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "restore", Nodes::Real(2)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
@@ -225,7 +225,7 @@ async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_st
 async fn a_schedule_takes_backups_and_keeps_only_the_newest() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "schedule", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "schedule", Nodes::Real(1)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
@@ -269,7 +269,7 @@ async fn a_schedule_takes_backups_and_keeps_only_the_newest() {
 async fn a_database_that_is_down_has_one_waiting_scheduled_backup_not_one_per_time() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "schedule-down", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "schedule-down", Nodes::Real(1)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
@@ -337,7 +337,7 @@ async fn a_scheduled_backup_the_cluster_refuses_is_reported_and_the_status_goes_
 async fn an_upgrade_with_backup_first_rolls_only_after_its_backup_completed() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "backup-first", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "backup-first", Nodes::Real(1)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);

@@ -64,9 +64,19 @@ where
 pub(crate) enum Nodes {
     /// The kwok nodes: pods are scheduled and reported Running and Ready, and never run.
     Kwok,
-    /// The real node: pods run (containerd and a kubelet), their probes decide Ready.
-    Real,
+    /// The real node: pods run (containerd and a kubelet), their probes decide Ready. The
+    /// test holds this many of the node's places for a small Database ([`REAL_NODE_PLACES`])
+    /// while its namespace lives: as many as it runs database pods at once.
+    Real(u32),
 }
+
+/// How many small Databases (250m CPU requested) the real node runs at once: its two CPUs.
+/// Tests on the real node take places before they start and wait for them, so that the
+/// suite's tests, which run in parallel, never leave a database pod Pending for CPU past
+/// their patience.
+pub(crate) const REAL_NODE_PLACES: u32 = 8;
+
+static PLACES_LEFT: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(REAL_NODE_PLACES as usize);
 
 /// The engines' images the real node has. No registry is reachable here, so
 /// hack/engine-images.sh builds them from Debian's packages under the official images' names
@@ -123,6 +133,9 @@ pub(crate) async fn client_pod(
         .into_iter()
         .chain([("DATABASE_PASSWORD", "password")])
         .map(|(var, key)| serde_json::json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}))
+        // The MySQL family's root password, to show where root cannot log in from.
+        .chain([serde_json::json!({"name": "DATABASE_ROOT_PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": "root-password", "optional": true}}})])
         .collect();
     let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": name},
@@ -229,6 +242,8 @@ impl Drop for AdmissionPolicy {
 pub(crate) struct TestNamespace {
     /// The namespace's name.
     pub(crate) name: String,
+    /// Its places on the real node, given back when it is dropped.
+    _places: Option<tokio::sync::SemaphorePermit<'static>>,
 }
 
 /// The name of the plane's real node (hack/control-plane/node.sh).
@@ -281,7 +296,7 @@ impl TestNamespace {
             accounts.get_opt("default").await.ok().flatten()
         })
         .await;
-        Self { name }
+        Self { name, _places: None }
     }
 }
 
@@ -292,7 +307,13 @@ impl TestNamespace {
     pub(crate) async fn create_restricted(client: &Client, prefix: &str, nodes: Nodes) -> Self {
         let ns = match nodes {
             Nodes::Kwok => Self::create(client, prefix).await,
-            Nodes::Real => Self::create_on_real_node(client, prefix).await,
+            Nodes::Real(places) => {
+                assert!(places <= REAL_NODE_PLACES, "the real node has {REAL_NODE_PLACES} places");
+                let places = PLACES_LEFT.acquire_many(places).await.expect("the semaphore is never closed");
+                let mut ns = Self::create_on_real_node(client, prefix).await;
+                ns._places = Some(places);
+                ns
+            }
         };
         let restricted = serde_json::json!({"metadata": {"labels": {
             "pod-security.kubernetes.io/enforce": "restricted",

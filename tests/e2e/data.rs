@@ -120,7 +120,7 @@ async fn kill_database_container(pods: &Api<Pod>, name: &str) -> i32 {
 async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restores_them_from_a_backup() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "data", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "data", Nodes::Real(8)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
@@ -193,7 +193,7 @@ pub(crate) async fn ready(databases: &Api<Database>, name: &str) -> Database {
 async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys_and_keeps_the_restore_source() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "redis-restore", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "redis-restore", Nodes::Real(2)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
@@ -242,5 +242,53 @@ async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys
         seen.extend(completed.iter().filter(|n| **n != source).cloned());
         (seen.len() >= 2 && completed.len() == 2).then_some(())
     })
+    .await;
+}
+
+/// The MySQL family's `root` logs in from inside the database's pod only: over the network it
+/// is refused with the right password (the Secret's `root-password`), while the same password
+/// logs in through the server's socket; the application's user reaches its database from a
+/// pod of its own.
+#[tokio::test]
+async fn the_mysql_familys_root_logs_in_from_inside_its_pod_only() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "root", Nodes::Real(2)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let engines = [
+        ("mysql", EngineKind::Mysql, images::MYSQL, "mysql"),
+        ("mariadb", EngineKind::Mariadb, images::MARIADB, "mariadb"),
+    ];
+    for (name, engine, image, _) in &engines {
+        let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
+        databases.create(&PostParams::default(), &db).await.unwrap();
+    }
+    let (client, databases, ns) = (&client, &databases, &ns.name);
+    futures::future::join_all(engines.iter().map(|(name, _, image, tool)| async move {
+        ready(databases, name).await;
+        let secret = format!("{name}-credentials");
+        let remote = reaching(&format!(
+            r#"reachable env MYSQL_PWD="$DATABASE_PASSWORD" {tool} --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1'
+[ -n "$DATABASE_ROOT_PASSWORD" ] || {{ echo "no root-password in the Secret"; exit 1; }}
+if out=$(MYSQL_PWD="$DATABASE_ROOT_PASSWORD" {tool} --connect-timeout=10 --host="$DATABASE_HOST" --user=root -e 'select current_user()' 2>&1); then
+  echo "root logged in over the network: $out"
+else
+  echo "$out"
+fi"#
+        ));
+        let over_the_network = client_pod(client, ns, &format!("{name}-root"), image, &secret, &remote).await;
+        assert!(over_the_network.contains("Access denied for user 'root'"), "{name}: {over_the_network}");
+        // Inside the pod, through the socket, with the password from the container's own
+        // environment (never on a command line).
+        let prefix = if *name == "mysql" { "MYSQL" } else { "MARIADB" };
+        let local = std::process::Command::new("kubectl")
+            .args(["exec", "-n", ns, &format!("deployment/{name}"), "-c", "database", "--", "sh", "-c"])
+            .arg(format!(r#"MYSQL_PWD="${prefix}_ROOT_PASSWORD" mariadb --protocol=socket --user=root -N -e 'select current_user()'"#))
+            .output()
+            .unwrap();
+        let local = String::from_utf8_lossy(&local.stdout).trim().to_string() + &String::from_utf8_lossy(&local.stderr);
+        assert_eq!(local, "root@localhost", "{name}");
+    }))
     .await;
 }

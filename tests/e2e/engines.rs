@@ -81,7 +81,7 @@ fn decoded(secret: &Secret) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn each_engine_gets_its_secret_claim_port_probes_and_a_restricted_pod_and_becomes_ready() {
-    let f = fixture("engines", Nodes::Real).await;
+    let f = fixture("engines", Nodes::Real(4)).await;
     let engines = [
         (
             EngineKind::Postgres,
@@ -152,7 +152,7 @@ async fn each_engine_gets_its_secret_claim_port_probes_and_a_restricted_pod_and_
 
 #[tokio::test]
 async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new_database() {
-    let f = fixture("storage", Nodes::Real).await;
+    let f = fixture("storage", Nodes::Real(1)).await;
     let mut db = engine_database("orders", EngineKind::Postgres, images::POSTGRES);
     db.spec.storage = Some(Box::new(Storage { reclaim_policy: Some(ReclaimPolicy::Retain), ..Default::default() }));
     f.databases.create(&PostParams::default(), &db).await.unwrap();
@@ -251,12 +251,13 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
 
 #[tokio::test]
 async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
-    let f = fixture("own-secret", Nodes::Real).await;
+    let f = fixture("own-secret", Nodes::Real(1)).await;
     let secret = Secret {
         metadata: ObjectMeta { name: Some("mine".into()), ..Default::default() },
         string_data: Some(BTreeMap::from([
             ("username".to_string(), "app".to_string()),
             ("password".to_string(), "chosen-by-the-user".to_string()),
+            ("root-password".to_string(), "root-chosen-by-the-user".to_string()),
         ])),
         ..Default::default()
     };
@@ -337,9 +338,10 @@ async fn the_crd_refuses_what_an_engine_database_cannot_be() {
     assert!(err.to_string().contains("spec.engine cannot change"), "{err}");
 }
 
-/// No password in the operator's log (at its most verbose level, where request traces are),
-/// in Events, in a Database's status, in /metrics, in the database pods' own logs (they run
-/// for real), or on any command line of the node: plain or base64-encoded.
+/// No password (MariaDB's root password included) in the operator's log (at its most verbose
+/// level, where request traces are), in Events, in a Database's status, in /metrics, in the
+/// database pods' own logs (they run for real), or on any command line of the node: plain or
+/// base64-encoded.
 #[tokio::test]
 async fn a_password_never_appears_in_logs_events_status_or_metrics() {
     use base64::Engine as _;
@@ -347,7 +349,7 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
 
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "no-leak", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "no-leak", Nodes::Real(3)).await;
     let dir = std::env::temp_dir().join(format!("database-operator-no-leak-{:08x}", rand::random::<u32>()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("operator.log");
@@ -361,12 +363,14 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
         .spawn()
         .unwrap();
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
-    for (name, engine, image) in
-        [("orders", EngineKind::Postgres, images::POSTGRES), ("sessions", EngineKind::Redis, images::REDIS)]
-    {
+    for (name, engine, image) in [
+        ("orders", EngineKind::Postgres, images::POSTGRES),
+        ("sessions", EngineKind::Redis, images::REDIS),
+        ("accounts", EngineKind::Mariadb, images::MARIADB),
+    ] {
         databases.create(&PostParams::default(), &engine_database(name, engine, image)).await.unwrap();
     }
-    for name in ["orders", "sessions"] {
+    for name in ["orders", "sessions", "accounts"] {
         wait_until(&format!("{name} to be Ready"), CONVERGE, || async {
             (databases.get(name).await.ok()?.status?.phase? == Phase::Ready).then_some(())
         })
@@ -393,7 +397,7 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
     let output = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let mut pod_logs = String::new();
-    for name in ["orders", "sessions"] {
+    for name in ["orders", "sessions", "accounts"] {
         let logs = Command::new("kubectl")
             .args(["logs", "-n", &ns.name, &format!("deployment/{name}"), "-c", "database"])
             .output()
@@ -404,8 +408,16 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
     assert!(pod_logs.contains("database system is ready"), "postgres's own log: {pod_logs}");
     assert!(output.lines().count() > 50, "trace logging produced little");
     assert!(output.contains("wrote Secret"), "the log covers the Secrets' creation");
-    for name in ["orders-credentials", "sessions-credentials"] {
-        let password = decoded(&secrets.get(name).await.unwrap())["password"].clone();
+    let mut passwords = Vec::new();
+    for name in ["orders-credentials", "sessions-credentials", "accounts-credentials"] {
+        let data = decoded(&secrets.get(name).await.unwrap());
+        passwords.push((format!("{name}'s password"), data["password"].clone()));
+        if let Some(root) = data.get("root-password") {
+            passwords.push((format!("{name}'s root-password"), root.clone()));
+        }
+    }
+    assert_eq!(passwords.len(), 4, "three passwords and MariaDB's root password");
+    for (name, password) in passwords {
         let encoded = base64::engine::general_purpose::STANDARD.encode(&password);
         for (place, text) in [
             ("the log", &output),
@@ -415,7 +427,7 @@ async fn a_password_never_appears_in_logs_events_status_or_metrics() {
             ("the pods' logs", &pod_logs),
             ("a command line on the node", &command_lines),
         ] {
-            assert!(!text.contains(&password) && !text.contains(&encoded), "the password of {name} is in {place}");
+            assert!(!text.contains(&password) && !text.contains(&encoded), "{name} is in {place}");
         }
     }
 }

@@ -22,7 +22,7 @@ const GRACE: i64 = 40;
 async fn a_replaced_database_pod_waits_for_the_old_server_and_never_runs_a_second_on_the_volume() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "fence", Nodes::Real).await;
+    let ns = TestNamespace::create_restricted(&client, "fence", Nodes::Real(6)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);

@@ -104,7 +104,7 @@ fn degraded_reason(db: &Database) -> String {
 
 #[tokio::test]
 async fn a_new_image_rolls_and_becomes_the_current_one() {
-    let f = fixture("upgrade", Nodes::Real).await;
+    let f = fixture("upgrade", Nodes::Real(1)).await;
     f.create(images::POSTGRES, None).await;
     f.set_image(images::POSTGRES_TRIXIE).await;
     f.current_image(images::POSTGRES_TRIXIE).await;
@@ -113,7 +113,7 @@ async fn a_new_image_rolls_and_becomes_the_current_one() {
 
 #[tokio::test]
 async fn an_upgrade_that_never_becomes_ready_times_out_and_rolls_back() {
-    let f = fixture("rollback", Nodes::Real).await;
+    let f = fixture("rollback", Nodes::Real(1)).await;
     let upgrade =
         UpgradeSpec { timeout: Some("5s".into()), policy: Some(UpgradePolicy::Rollback), ..Default::default() };
     f.create(images::POSTGRES, Some(upgrade)).await;
@@ -139,7 +139,7 @@ async fn an_upgrade_that_never_becomes_ready_times_out_and_rolls_back() {
 
 #[tokio::test]
 async fn a_failed_upgrade_without_rollback_keeps_the_new_image() {
-    let f = fixture("no-rollback", Nodes::Real).await;
+    let f = fixture("no-rollback", Nodes::Real(1)).await;
     f.create(images::POSTGRES, Some(UpgradeSpec { timeout: Some("5s".into()), ..Default::default() })).await;
     f.set_image(images::MISSING).await;
     let failed = f.upgrade_state(UpgradeState::Failed).await;
