@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 #[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
 pub struct Credentials {
     /// A Secret of your own, in the Database's namespace, with the keys "username" and
-    /// "password". Without it the operator generates "<name>-credentials" once.
+    /// "password" (and "root-password" for mysql and mariadb). Without it the operator
+    /// generates "<name>-credentials" once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 253),
