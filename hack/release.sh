@@ -51,12 +51,14 @@ mkdir -p target
 overlay=$(mktemp -d "$root/target/release-overlay.XXXXXX")
 on_exit 'rm -rf "$overlay"'
 # manifests/kustomization.yaml names the local tag; the release names the pushed image by digest.
+# kustomize follows the overlay's path as the file system does: both paths are resolved (a
+# symlinked target/ would otherwise send it to another checkout's manifests).
 base_image=$(kubectl kustomize manifests/ | sed -n 's/^ *image: //p' | head -n 1)
 cat >"$overlay/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-- $(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$root/manifests" "$overlay")
+- $(python3 -c 'import os,sys; print(os.path.relpath(*map(os.path.realpath, sys.argv[1:])))' "$root/manifests" "$overlay")
 images:
 - name: ${base_image%:*}
   newName: $repository
