@@ -8,7 +8,10 @@
 //!   starts the implementation's command, and stops the clock when every parent has its
 //!   children and an up-to-date status. At that moment it reads the process's CPU time
 //!   (utime + stime, /proc/PID/stat) and peak RSS (VmHWM, /proc/PID/status), then stops it.
-//!   It prints one JSON line with the figures.
+//!   While it waits it also samples the resident set's two halves (RssAnon: heap and stacks;
+//!   RssFile: the mapped binary and libraries) and reports the highest of each, so that a change
+//!   in peak RSS can be told apart as memory the program holds or code it touched. It prints
+//!   one JSON line with the figures.
 //!
 //! Converged means, for a Database: a Deployment and a Service of the same name whose
 //! controller ownerReference carries the Database's uid, and `status.observedGeneration ==
@@ -462,6 +465,32 @@ fn usage(pid: u32, ticks_per_second: f64) -> anyhow::Result<(f64, f64)> {
     Ok((ticks / ticks_per_second, hwm_kib / 1024.0))
 }
 
+/// The highest RssAnon and RssFile seen, in KiB, sampled at most every 100 ms.
+#[derive(Default)]
+struct RssHalves {
+    anon_kib: f64,
+    file_kib: f64,
+    sampled: Option<Instant>,
+}
+
+impl RssHalves {
+    fn sample(&mut self, pid: u32) {
+        if self.sampled.is_some_and(|at| at.elapsed() < Duration::from_millis(100)) {
+            return;
+        }
+        self.sampled = Some(Instant::now());
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return };
+        for line in status.lines() {
+            let kib = |v: &str| v.split_whitespace().next().and_then(|k| k.parse::<f64>().ok()).unwrap_or(0.0);
+            if let Some(v) = line.strip_prefix("RssAnon:") {
+                self.anon_kib = self.anon_kib.max(kib(v));
+            } else if let Some(v) = line.strip_prefix("RssFile:") {
+                self.file_kib = self.file_kib.max(kib(v));
+            }
+        }
+    }
+}
+
 /// How `run` measures, besides what it waits for.
 struct RunOptions {
     log: PathBuf,
@@ -641,7 +670,9 @@ async fn run(
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let deadline = started + timeout;
     let mut last_report = Instant::now();
+    let mut halves = RssHalves::default();
     let outcome = loop {
+        halves.sample(pid);
         let converged = watch.state.lock().expect("no panics while locked").converged.len();
         if converged >= total {
             break Ok(started.elapsed());
@@ -674,6 +705,8 @@ async fn run(
         },
         _ => None,
     };
+    halves.sampled = None;
+    halves.sample(pid);
     let measured = usage(pid, ticks_per_second);
     let also_cpu: serde_json::Map<String, serde_json::Value> = also
         .iter()
@@ -719,6 +752,8 @@ async fn run(
         "per_second": ((n as f64 / seconds) * 10.0).round() / 10.0,
         "cpu_seconds": (cpu_seconds * 100.0).round() / 100.0,
         "rss_mib": (rss_mib * 10.0).round() / 10.0,
+        "rss_anon_peak_mib": (halves.anon_kib / 102.4).round() / 10.0,
+        "rss_file_peak_mib": (halves.file_kib / 102.4).round() / 10.0,
     });
     result.as_object_mut().expect("an object").extend(also_cpu);
     if let Some(busy) = busy {
