@@ -21,7 +21,9 @@ pub struct UpgradeSpec {
 
     /// What a failed upgrade does. One of:
     /// - Continue (the default): the Deployment keeps the new image.
-    /// - Rollback: the Deployment goes back to the image that was last Ready.
+    /// - Rollback: the Deployment goes back to the image that was last Ready, unless the
+    ///   upgrade changed the major version (allowMajor): the old server must not start on data
+    ///   the new one may have migrated, so then it keeps the new image as Continue does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<UpgradePolicy>,
 
@@ -67,6 +69,9 @@ pub struct UpgradeStatus {
 /// - Upgrading: the new image is rolling out.
 /// - Failed: the new image did not become Ready in time; the Deployment keeps it.
 /// - RolledBack: the new image did not become Ready in time; the Deployment runs the old one.
+/// - NotRolledBack: the new image, of another major version (allowMajor), did not become Ready
+///   in time; the Deployment keeps it, since the old server must not start on data the new
+///   one may have migrated (restore the backup taken before the upgrade instead).
 /// - Refused: a new major version of the engine, not rolled (see spec.upgrade.allowMajor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum UpgradeState {
@@ -80,6 +85,9 @@ pub enum UpgradeState {
     Failed,
     /// The new image did not become Ready in time; the Deployment runs the old one.
     RolledBack,
+    /// The new image, of another major version, did not become Ready in time; it is kept, as
+    /// the old server must not start on data the new one may have migrated.
+    NotRolledBack,
     /// A new major version of the engine: not rolled.
     Refused,
 }

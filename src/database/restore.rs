@@ -1,7 +1,9 @@
 //! A Database's restore (`spec.restoreFrom.backup`), decided from the cache: until the named
 //! backup has Completed, the Database's pod is not created (`Pending`, reason
-//! `WaitingForBackup`); a backup that failed, or of another engine, is reported (`Degraded`),
-//! and so is a data claim that was there before the Database (a retained one: the server
+//! `WaitingForBackup`); a backup that failed, of another engine, or of a newer major version
+//! than the Database's image (an older server cannot read what a newer one dumped:
+//! `pg_restore` 15 refuses an archive of `pg_dump` 17) is reported (`Degraded`), and so is a
+//! data claim that was there before the Database (a retained one: the server
 //! would find its data and skip the load, and the restore would be recorded on data it never
 //! touched), before the Database writes anything.
 //! Then the pod gets the restore's init container ([`crate::resources::restore`]), which
@@ -12,7 +14,9 @@
 
 use operator_runtime::informer::{Store, key_of};
 
+use super::upgrade;
 use crate::api::{BackupPhase, Database, DatabaseBackup, index};
+use crate::engine;
 use crate::resources::claim;
 use crate::resources::view::PersistentVolumeClaimView;
 
@@ -88,6 +92,20 @@ fn from_backup(db: &Database, backups: &Store<DatabaseBackup>) -> Restore {
                 db.spec.engine.map_or("none".to_string(), |e| format!("{e:?}").to_lowercase()),
             ),
         },
+        Some(BackupPhase::Completed)
+            if let Some((dumped, serving)) = newer_major(db, status.image.as_deref().unwrap_or_default()) =>
+        {
+            Restore::Impossible {
+                reason: "RestoreFromNewerMajor",
+                message: format!(
+                    "DatabaseBackup {name:?} was dumped from {} (major version {dumped}), and this Database runs {} \
+                     (major version {serving}): an older server cannot load a newer one's dump, so nothing was \
+                     restored. Set spec.image to major version {dumped} or later",
+                    status.image.as_deref().unwrap_or_default(),
+                    db.spec.image,
+                ),
+            }
+        }
         Some(BackupPhase::Completed) => {
             Restore::From { backup: name.clone(), claim: status.claim_name.unwrap_or_else(|| name.clone()) }
         }
@@ -104,6 +122,17 @@ fn from_backup(db: &Database, backups: &Store<DatabaseBackup>) -> Restore {
             phase.map_or("Pending".to_string(), |p| p.to_string())
         )),
     }
+}
+
+/// The major versions (the dump's, `db`'s) when `db`'s image is of an older major version
+/// than `dumped_by`, the image the dump ran with. Both tags must name a version: one that
+/// names none (`latest`, a digest) is not refused here, and the engine's own tool then
+/// refuses what it cannot read.
+fn newer_major(db: &Database, dumped_by: &str) -> Option<(String, String)> {
+    let engine = engine::of(db.spec.engine?);
+    let dumped = upgrade::major(engine, dumped_by)?;
+    let serving = upgrade::major(engine, &db.spec.image)?;
+    upgrade::newer(&dumped, &serving).then_some((dumped, serving))
 }
 
 /// Maps a DatabaseBackup to the Databases that wait for it: its own (a backup before an
@@ -140,6 +169,7 @@ mod tests {
         backup.status = Some(BackupStatus {
             phase: Some(BackupPhase::Completed),
             engine: Some(EngineKind::Postgres),
+            image: Some("postgres:17.2".into()),
             ..Default::default()
         });
         Store::from_objects([backup])
@@ -185,6 +215,26 @@ mod tests {
                 }
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_dump_of_a_newer_major_version_is_refused_and_an_older_one_restores() {
+        let none = Store::<PersistentVolumeClaimView>::new();
+        let mut db = restoring("uid-2");
+        db.spec.image = "postgres:15.10-bookworm".into();
+        match restore(&db, &completed(), &none) {
+            Restore::Impossible { reason, message } => {
+                assert_eq!(reason, "RestoreFromNewerMajor");
+                assert!(message.contains("postgres:17.2 (major version 17)"), "{message}");
+                assert!(message.contains("postgres:15.10-bookworm (major version 15)"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same major, a newer one, or a tag that names no version: loaded.
+        for image in ["postgres:17", "postgres:18.1", "postgres:latest"] {
+            db.spec.image = image.into();
+            assert!(matches!(restore(&db, &completed(), &none), Restore::From { .. }), "{image}");
         }
     }
 

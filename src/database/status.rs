@@ -313,6 +313,15 @@ fn upgrade_failed(upgrade: &UpgradeStatus, observed: &Observed) -> Summary {
                  Rollback). Change spec.image to try again"
             ),
         ),
+        UpgradeState::NotRolledBack => (
+            "UpgradeFailed",
+            format!(
+                "{to} did not become ready within spec.upgrade.timeout; the Deployment keeps it and was not rolled \
+                 back to {from}: the upgrade changes (or may change) the major version, and {from} must not start \
+                 on data {to} may have migrated. Restore the backup taken before the upgrade into a new Database \
+                 (spec.restoreFrom), or fix {to}"
+            ),
+        ),
         _ => (
             "UpgradeFailed",
             format!(

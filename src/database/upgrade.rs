@@ -7,6 +7,11 @@
 //!   upgrade has failed: `Degraded`, reason `UpgradeFailed`. With `spec.upgrade.policy:
 //!   Rollback` the Deployment goes back to the image that was Ready; otherwise it keeps
 //!   trying the new one. Either way nothing more happens until `spec.image` changes.
+//! - A rollback never crosses a major version: an upgrade rolled with `allowMajor` may have
+//!   migrated the data directory before it failed, and the old server must not start on it
+//!   (nor on a half-migrated one). Such an upgrade fails as with `Continue` (state
+//!   `NotRolledBack`, reason `UpgradeFailed`, saying why); the way back is the backup taken
+//!   before it, restored into a new Database.
 //! - For a known engine, a new major version (postgres 16 to 17, mysql 8.0 to 8.4) is not
 //!   rolled at all: the old server's data directory is not the new one's. The Database says
 //!   why (`Degraded`, reason `MajorVersionUpgrade`) and keeps running the old image; a dump
@@ -72,10 +77,10 @@ pub(crate) fn plan(
 
     // An image whose tag names no version (`latest`, `alpine`, a digest) may be any major:
     // what cannot be told is not rolled either.
-    if spec.allow_major != Some(true)
-        && let Some(engine) = engine
-        && (major(engine, &current).zip(major(engine, &target))).is_none_or(|(from, to)| from != to)
-    {
+    let same_major = engine.is_none_or(|engine| {
+        (major(engine, &current).zip(major(engine, &target))).is_some_and(|(from, to)| from == to)
+    });
+    if spec.allow_major != Some(true) && !same_major {
         return Plan { image: current.clone(), upgrade: upgrade(UpgradeState::Refused), recheck_after: None };
     }
     if spec.backup_first == Some(true) && engine.is_some() {
@@ -90,21 +95,27 @@ pub(crate) fn plan(
             start_time = now.clone();
         }
     }
-    rolling(&spec, UpgradeStatus { from: current, to: target, start_time, state: UpgradeState::Upgrading }, now)
+    let upgrade = UpgradeStatus { from: current, to: target, start_time, state: UpgradeState::Upgrading };
+    rolling(&spec, upgrade, now, same_major)
 }
 
 /// An upgrade whose rollout started at `upgrade.start_time`: the target runs until the
-/// timeout, then the policy decides (back to the image that was Ready, or on with the target).
-fn rolling(spec: &UpgradeSpec, mut upgrade: UpgradeStatus, now: &Time) -> Plan {
+/// timeout, then the policy decides (back to the image that was Ready, or on with the target);
+/// across a major version (`same_major` false) it never goes back.
+fn rolling(spec: &UpgradeSpec, mut upgrade: UpgradeStatus, now: &Time, same_major: bool) -> Plan {
     let timeout = spec.timeout.as_deref().and_then(|t| humantime::parse_duration(t).ok()).unwrap_or(DEFAULT_TIMEOUT);
     let elapsed = now.0.duration_since(upgrade.start_time.0).try_into().unwrap_or(Duration::ZERO);
     if elapsed < timeout {
         return Plan { image: upgrade.to.clone(), upgrade: Some(upgrade), recheck_after: Some(timeout - elapsed) };
     }
     let image = match spec.policy.unwrap_or_default() {
-        UpgradePolicy::Rollback => {
+        UpgradePolicy::Rollback if same_major => {
             upgrade.state = UpgradeState::RolledBack;
             upgrade.from.clone()
+        }
+        UpgradePolicy::Rollback => {
+            upgrade.state = UpgradeState::NotRolledBack;
+            upgrade.to.clone()
         }
         UpgradePolicy::Continue => {
             upgrade.state = UpgradeState::Failed;
@@ -115,8 +126,15 @@ fn rolling(spec: &UpgradeSpec, mut upgrade: UpgradeStatus, now: &Time) -> Plan {
 }
 
 /// The major version of `image` for `engine`, if its tag says it.
-fn major(engine: &dyn Engine, image: &str) -> Option<String> {
+pub(crate) fn major(engine: &dyn Engine, image: &str) -> Option<String> {
     engine.major_version(tag(image)?)
+}
+
+/// Whether major version `a` is newer than `b`, compared number by number ("17" > "15",
+/// "8.4" > "8.0", "11.10" > "11.8").
+pub(crate) fn newer(a: &str, b: &str) -> bool {
+    let numbers = |v: &str| v.split('.').map(|n| n.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    numbers(a) > numbers(b)
 }
 
 /// Whether `image`'s tag starts with a version number (`17`, `17.2-alpine`; not `latest`,
@@ -232,6 +250,40 @@ mod tests {
         // A generic Database has no engine, so no major version.
         let generic = plan(&database("web:2", Some("web:1"), None), None, None, &at(0), None);
         assert_eq!(generic.upgrade.unwrap().state, UpgradeState::Upgrading);
+    }
+
+    #[test]
+    fn a_failed_upgrade_across_a_major_version_is_never_rolled_back() {
+        let rollback = |allow_major| UpgradeSpec {
+            allow_major: Some(allow_major),
+            policy: Some(UpgradePolicy::Rollback),
+            ..Default::default()
+        };
+        for (from, to) in [("postgres:16.4", "postgres:17"), ("postgres:17", "postgres:latest")] {
+            let mut db = database(to, Some(from), Some(rollback(true)));
+            let started = plan(&db, pg(), None, &at(0), None);
+            assert_eq!(started.image, to, "{from} to {to}: allowMajor rolls it");
+            db.status.as_mut().unwrap().upgrade = started.upgrade.map(Box::new);
+            let failed = plan(&db, pg(), None, &at(600), None);
+            assert_eq!(
+                (failed.image.as_str(), failed.upgrade.unwrap().state),
+                (to, UpgradeState::NotRolledBack),
+                "{from} to {to}: the old server never starts on data the new one may have migrated"
+            );
+        }
+        // Within a major version the rollback goes back, and a generic Database has no major.
+        let mut minor = database("postgres:17.2", Some("postgres:17.1"), Some(rollback(true)));
+        minor.status.as_mut().unwrap().upgrade = plan(&minor, pg(), None, &at(0), None).upgrade.map(Box::new);
+        assert_eq!(plan(&minor, pg(), None, &at(600), None).image, "postgres:17.1");
+        let mut generic = database("web:2", Some("web:1"), Some(rollback(false)));
+        generic.status.as_mut().unwrap().upgrade = plan(&generic, None, None, &at(0), None).upgrade.map(Box::new);
+        assert_eq!(plan(&generic, None, None, &at(600), None).image, "web:1");
+    }
+
+    #[test]
+    fn majors_compare_number_by_number() {
+        assert!(newer("17", "15") && newer("17", "9") && newer("8.4", "8.0") && newer("11.10", "11.8"));
+        assert!(!newer("15", "17") && !newer("17", "17") && !newer("8.0", "8.4"));
     }
 
     #[test]

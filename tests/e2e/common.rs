@@ -88,6 +88,8 @@ pub(crate) mod images {
     /// The same postgres 17 build under its Debian suite's tag, as the official images tag
     /// theirs: another image, for a rollout whose server reads the same data directory.
     pub(crate) const POSTGRES_TRIXIE: &str = "postgres:17-trixie";
+    /// postgres 15 (Debian bookworm's): the older of the two majors.
+    pub(crate) const POSTGRES_15: &str = "postgres:15";
     /// MariaDB 11.8.
     pub(crate) const MARIADB: &str = "mariadb:11.8";
     /// The mysql engine's image here: MariaDB 11.8 answering the MySQL protocol and the

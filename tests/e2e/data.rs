@@ -4,12 +4,14 @@
 //! read back after the server is killed with SIGKILL, and from a new Database restored from a
 //! DatabaseBackup of it; a redis Database with a 60-character name takes scheduled backups, a new Database
 //! restored from one holds exactly the keys written, and retention never deletes the backup a
-//! Database restores from.
+//! Database restores from; a postgres 15 dump restores into postgres 17 (the way to a new major
+//! version) and a postgres 17 dump is refused by postgres 15 before anything runs.
 
 use std::time::Duration;
 
 use database_operator::api::{BackupPhase, Database, DatabaseBackup, DatabaseSpec, EngineKind, Phase};
 use database_operator::api::{RestoreFrom, Size};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -177,6 +179,61 @@ async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restor
         assert_eq!(copied, written, "{name}: the restored data");
     }))
     .await;
+}
+
+/// The way to a new major version is a dump and a restore into a new Database: a postgres 15
+/// dump loads into postgres 17 with every row; a postgres 17 dump is refused by postgres 15
+/// (its `pg_restore` cannot read the archive) before a pod is made, never recorded as restored.
+#[tokio::test]
+async fn a_postgres_15_dump_restores_into_postgres_17_and_a_17_dump_is_refused_by_15() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "majors", Nodes::Real(2)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let postgres = |name: &str, image: &str, from: Option<&str>| {
+        let mut db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(EngineKind::Postgres));
+        db.spec.restore_from = from.map(|backup| Box::new(RestoreFrom { backup: backup.into() }));
+        db
+    };
+    let backed_up = |database: &'static str, backup: &'static str| {
+        let backups = backups.clone();
+        async move {
+            backups.create(&PostParams::default(), &database_operator::api::backup(backup, database)).await.unwrap();
+            let done = crate::backups::finished(&backups, backup).await.status.unwrap();
+            assert_eq!(done.phase, Some(BackupPhase::Completed), "{backup}: {:?}", done.message);
+            done
+        }
+    };
+
+    databases.create(&PostParams::default(), &postgres("old", images::POSTGRES_15, None)).await.unwrap();
+    ready(&databases, "old").await;
+    let (read, secret) = (reaching(PG_READ), "old-credentials");
+    client_pod(&client, &ns.name, "write", images::POSTGRES_15, secret, &reaching(PG_WRITE)).await;
+    let written = client_pod(&client, &ns.name, "read", images::POSTGRES_15, secret, &read).await;
+    assert!(written.starts_with("1000"), "{written}");
+    let dumped = backed_up("old", "old-1").await;
+    assert_eq!(dumped.image.as_deref(), Some(images::POSTGRES_15));
+
+    databases.create(&PostParams::default(), &postgres("new", images::POSTGRES, Some("old-1"))).await.unwrap();
+    let status = ready(&databases, "new").await.status.unwrap();
+    assert_eq!(status.restored_from.as_deref(), Some("old-1"));
+    let copied = client_pod(&client, &ns.name, "read-new", images::POSTGRES, "new-credentials", &read).await;
+    assert_eq!(copied, written, "postgres 17 holds the rows postgres 15 dumped");
+
+    backed_up("new", "new-1").await;
+    databases.create(&PostParams::default(), &postgres("back", images::POSTGRES_15, Some("new-1"))).await.unwrap();
+    let refused = wait_until("postgres 15 to refuse postgres 17's dump", CONVERGE, || async {
+        let status = databases.get("back").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
+    })
+    .await;
+    assert_eq!(refused.reason, "RestoreFromNewerMajor", "{}", refused.message);
+    assert!(refused.message.contains("major version 17") && refused.message.contains("major version 15"));
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    assert!(deployments.get_opt("back").await.unwrap().is_none(), "no server was started to load it");
+    assert_eq!(databases.get("back").await.unwrap().status.unwrap().restored_from, None);
 }
 
 pub(crate) async fn ready(databases: &Api<Database>, name: &str) -> Database {
