@@ -66,6 +66,14 @@ pub(crate) trait Engine: Send + Sync {
     }
     /// The container's environment, with the credentials read from `secret`.
     fn env(&self, secret: &str) -> Vec<EnvVar>;
+    /// A shell script the image's entrypoint runs (sources) at the server's first start, when
+    /// the data directory is initialised: the first file of [`INITDB_DIR`], before a
+    /// restore's. The Deployment hands it over in an environment variable, and the server's
+    /// shell writes it there before the entrypoint starts (postgres makes its application
+    /// user with it).
+    fn initdb_script(&self) -> Option<&'static str> {
+        None
+    }
     /// The shell lines that start the server, after the data volume is locked ([`fence`]):
     /// the last `exec`s the image's entrypoint or the server, so that the server is PID 1,
     /// receives SIGTERM and holds the lock.
@@ -137,6 +145,21 @@ pub(crate) fn value(name: &str, value: &str) -> EnvVar {
 
 /// Where the init container puts what the server loads at its first start.
 pub(crate) const INITDB_DIR: &str = "/docker-entrypoint-initdb.d";
+/// The variable that carries [`Engine::initdb_script`] into the database container.
+pub(crate) const INITDB_SCRIPT_VARIABLE: &str = "DATABASE_INITDB_SCRIPT";
+
+/// The lines the database container's shell runs before it locks the data volume and starts
+/// the server: the engine's [`Engine::initdb_script`] written as the first file of
+/// [`INITDB_DIR`] (an `emptyDir` of the pod), if it has one.
+pub(crate) fn server_script(engine: &dyn Engine) -> String {
+    match engine.initdb_script() {
+        Some(_) => format!(
+            "printf '%s\\n' \"${INITDB_SCRIPT_VARIABLE}\" > {INITDB_DIR}/00-operator.sh\n{}",
+            engine.server_script()
+        ),
+        None => engine.server_script(),
+    }
+}
 /// Where a backup's claim is mounted, in the dump Job and the restore init container.
 pub(crate) const BACKUP_DIR: &str = "/backup";
 
@@ -230,6 +253,7 @@ mod tests {
             for var in env.iter().filter(|v| v.value.is_some()) {
                 assert!(
                     [
+                        "POSTGRES_USER",
                         "POSTGRES_DB",
                         "PGDATA",
                         "MYSQL_DATABASE",

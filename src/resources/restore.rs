@@ -6,12 +6,12 @@
 //! leaves, is the Database controller's (`crate::database::restore`).
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
 use super::backup::backup_volume;
 use super::view::DeploymentView;
-use super::workload::DATA_VOLUME;
-use crate::engine::{self, Engine, INITDB_DIR};
+use super::workload::{DATA_VOLUME, initdb_mount, with_initdb_dir};
+use crate::engine::{self, Engine};
 
 /// The name of the init container that readies a restore.
 pub(crate) const RESTORE_CONTAINER: &str = "restore";
@@ -22,7 +22,8 @@ pub(crate) const RESTORE_CONTAINER: &str = "restore";
 pub(crate) fn with_restore(deployment: &mut Deployment, engine: &dyn Engine, claim: &str) {
     let pod = deployment.spec.as_mut().and_then(|s| s.template.spec.as_mut()).expect("a Deployment has a pod spec");
     let (backup_volume, backup_mount) = backup_volume(claim, true);
-    let initdb = VolumeMount { name: "initdb".into(), mount_path: INITDB_DIR.into(), ..Default::default() };
+    with_initdb_dir(pod);
+    let initdb = initdb_mount();
     let data = VolumeMount { name: DATA_VOLUME.into(), mount_path: engine.data_dir().into(), ..Default::default() };
     let image = pod.containers[0].image.clone();
     pod.init_containers = Some(vec![Container {
@@ -30,15 +31,11 @@ pub(crate) fn with_restore(deployment: &mut Deployment, engine: &dyn Engine, cla
         image,
         // It writes into the data volume (redis's restore does): under the volume's lock.
         command: Some(engine::fence::fenced(engine.data_dir(), &engine.restore_script())),
-        volume_mounts: Some(vec![backup_mount, data.clone(), initdb.clone()]),
+        volume_mounts: Some(vec![backup_mount, data.clone(), initdb]),
         security_context: Some(engine::container_security()),
         ..Default::default()
     }]);
-    pod.volumes.get_or_insert_with(Vec::new).extend([
-        backup_volume,
-        Volume { name: "initdb".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
-    ]);
-    pod.containers[0].volume_mounts.get_or_insert_with(Vec::new).push(initdb);
+    pod.volumes.get_or_insert_with(Vec::new).push(backup_volume);
 }
 
 /// Whether `deployment` runs `image`, Ready, with the restore init container: the restored
@@ -51,4 +48,28 @@ pub(crate) fn restored(deployment: &DeploymentView, image: &str) -> bool {
         .and_then(|p| p.init_containers.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.name == RESTORE_CONTAINER));
     has_restore && deployment.runs_ready(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Database, DatabaseSpec, EngineKind, Size};
+    use crate::resources::workload;
+
+    /// The restore's dump and the engine's own first-start script share one directory.
+    #[test]
+    fn a_restore_shares_the_initialisation_directory_of_the_engine() {
+        for kind in [EngineKind::Postgres, EngineKind::Mariadb, EngineKind::Redis] {
+            let db = Database::new("orders", DatabaseSpec::new(Size::Small, "image:1").with_engine(kind));
+            let mut deployment = workload::deployment(&db);
+            with_restore(&mut deployment, engine::of(kind), "orders-1");
+            let pod = deployment.spec.unwrap().template.spec.unwrap();
+            let count = |names: Vec<&str>| names.into_iter().filter(|n| *n == "initdb").count();
+            assert_eq!(count(pod.volumes.as_ref().unwrap().iter().map(|v| v.name.as_str()).collect()), 1, "{kind:?}");
+            let mounts = pod.containers[0].volume_mounts.as_ref().unwrap();
+            assert_eq!(count(mounts.iter().map(|m| m.name.as_str()).collect()), 1, "{kind:?}");
+            let init = &pod.init_containers.as_ref().unwrap()[0];
+            assert!(init.volume_mounts.as_ref().unwrap().iter().any(|m| m.mount_path == engine::INITDB_DIR));
+        }
+    }
 }

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, ResourceRequirements,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    Container, ContainerPort, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec,
+    ResourceRequirements, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -94,7 +94,7 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     container.env = Some(engine.env(&secret::secret_name(db)));
     // The image's entrypoint runs `sh` as it is; the shell locks the data volume, then runs
     // the server.
-    container.args = Some(engine::fence::fenced(engine.data_dir(), &engine.server_script()));
+    container.args = Some(engine::fence::fenced(engine.data_dir(), &engine::server_script(engine)));
     container.volume_mounts = Some(vec![VolumeMount {
         name: DATA_VOLUME.into(),
         mount_path: engine.data_dir().into(),
@@ -104,6 +104,33 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     container.liveness_probe = Some(engine::liveness_probe(engine));
     container.startup_probe = Some(engine::startup_probe(engine));
     container.security_context = Some(engine::container_security());
+    if let Some(script) = engine.initdb_script() {
+        container.env.get_or_insert_with(Vec::new).push(engine::value(engine::INITDB_SCRIPT_VARIABLE, script));
+        with_initdb_dir(pod);
+    }
+}
+
+/// The name of the `emptyDir` volume at [`engine::INITDB_DIR`].
+const INITDB_VOLUME: &str = "initdb";
+
+/// Mounts an `emptyDir` at [`engine::INITDB_DIR`] in the database container, where the server
+/// finds what its first start runs (the engine's script, a restore's dump), unless it is there.
+pub(crate) fn with_initdb_dir(pod: &mut PodSpec) {
+    let volumes = pod.volumes.get_or_insert_with(Vec::new);
+    if volumes.iter().any(|v| v.name == INITDB_VOLUME) {
+        return;
+    }
+    volumes.push(Volume {
+        name: INITDB_VOLUME.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    });
+    pod.containers[0].volume_mounts.get_or_insert_with(Vec::new).push(initdb_mount());
+}
+
+/// The mount of the [`INITDB_VOLUME`] volume.
+pub(crate) fn initdb_mount() -> VolumeMount {
+    VolumeMount { name: INITDB_VOLUME.into(), mount_path: engine::INITDB_DIR.into(), ..Default::default() }
 }
 
 /// [`labels`], plus the rollout benchmark's `marker` when there is one.
@@ -252,7 +279,10 @@ mod tests {
             (Some(999), Some(999), Some(true))
         );
         assert_eq!(context.seccomp_profile.unwrap().type_, "RuntimeDefault");
-        assert_eq!(pod.volumes.unwrap()[0].persistent_volume_claim.as_ref().unwrap().claim_name, "orders-data");
+        assert_eq!(
+            pod.volumes.as_ref().unwrap()[0].persistent_volume_claim.as_ref().unwrap().claim_name,
+            "orders-data"
+        );
         let container = &pod.containers[0];
         assert_eq!(container.name, "database");
         let port = &container.ports.as_ref().unwrap()[0];
@@ -263,9 +293,18 @@ mod tests {
         assert_eq!(args[..2], ["sh", "-c"]);
         assert!(args[2].contains("exec 9< '/var/lib/postgresql/data'"), "{}", args[2]);
         assert!(args[2].ends_with("exec docker-entrypoint.sh postgres"), "{}", args[2]);
-        let password = container.env.as_ref().unwrap().iter().find(|e| e.name == "POSTGRES_PASSWORD").unwrap();
+        let env = |name: &str| container.env.as_ref().unwrap().iter().find(|e| e.name == name).cloned();
+        let password = env("DATABASE_PASSWORD").unwrap();
         let reference = password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
         assert_eq!((reference.name.as_str(), reference.key.as_str()), ("orders-credentials", "password"));
+        // The application's user is made by the first start's script, not as the superuser.
+        assert_eq!(env("POSTGRES_USER").unwrap().value.as_deref(), Some("postgres"));
+        assert!(env("POSTGRES_PASSWORD").is_none(), "the superuser's password is made in the container");
+        assert!(env("DATABASE_INITDB_SCRIPT").unwrap().value.unwrap().contains("CREATE ROLE"));
+        assert!(args[2].contains("> /docker-entrypoint-initdb.d/00-operator.sh"), "{}", args[2]);
+        let initdb = container.volume_mounts.as_ref().unwrap().iter().find(|m| m.name == "initdb").unwrap();
+        assert_eq!(initdb.mount_path, "/docker-entrypoint-initdb.d");
+        assert!(pod.volumes.as_ref().unwrap().iter().any(|v| v.name == "initdb" && v.empty_dir.is_some()));
         assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
         assert_eq!(pod.automount_service_account_token, Some(false), "no token in a database's pod");
         let startup = container.startup_probe.as_ref().expect("a startup probe");

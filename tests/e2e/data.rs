@@ -5,7 +5,8 @@
 //! DatabaseBackup of it; a redis Database with a 60-character name takes scheduled backups, a new Database
 //! restored from one holds exactly the keys written, and retention never deletes the backup a
 //! Database restores from; a postgres 15 dump restores into postgres 17 (the way to a new major
-//! version) and a postgres 17 dump is refused by postgres 15 before anything runs.
+//! version) and a postgres 17 dump is refused by postgres 15 before anything runs; postgres's
+//! application user owns its database and is not the superuser.
 
 use std::time::Duration;
 
@@ -38,6 +39,23 @@ pub(crate) const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
 psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
 pub(crate) const PG_WRITE: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
 psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
+
+/// Who the application's user is: its name, whether it is a superuser, and the owner of its
+/// database (`app|f|app`).
+const PG_SUPERUSER: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select current_user, rolsuper, pg_get_userbyid(datdba) from pg_roles, pg_database where rolname = current_user and datname = current_database()""#;
+
+/// `sql` run by psql as the superuser `postgres` inside Database `database`'s container, through
+/// the socket; what psql printed, trimmed.
+fn psql_as_superuser(namespace: &str, database: &str, sql: &str) -> String {
+    let output = std::process::Command::new("kubectl")
+        .args(["exec", "-n", namespace, &format!("deployment/{database}"), "-c", "database", "--"])
+        .args(["psql", "--username=postgres", "--dbname=app", "-Atq", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("kubectl runs");
+    assert!(output.status.success(), "psql as postgres: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
 
 /// The same for the MySQL family, whose client takes no URI: host, user and `MYSQL_PWD` (also
 /// to see whether the server is reachable: MariaDB 11's client verifies the server's
@@ -213,6 +231,15 @@ async fn a_postgres_15_dump_restores_into_postgres_17_and_a_17_dump_is_refused_b
     client_pod(&client, &ns.name, "write", images::POSTGRES_15, secret, &reaching(PG_WRITE)).await;
     let written = client_pod(&client, &ns.name, "read", images::POSTGRES_15, secret, &read).await;
     assert!(written.starts_with("1000"), "{written}");
+    // The application's user owns its database and is not the superuser, which logs in
+    // through the socket inside the pod.
+    let superuser =
+        client_pod(&client, &ns.name, "superuser", images::POSTGRES_15, secret, &reaching(PG_SUPERUSER)).await;
+    assert_eq!(superuser.trim(), "app|f|app", "user, superuser, owner of the database");
+    assert_eq!(
+        psql_as_superuser(&ns.name, "old", "select current_user, rolsuper from pg_roles where rolname = current_user"),
+        "postgres|t"
+    );
     let dumped = backed_up("old", "old-1").await;
     assert_eq!(dumped.image.as_deref(), Some(images::POSTGRES_15));
 
@@ -221,6 +248,10 @@ async fn a_postgres_15_dump_restores_into_postgres_17_and_a_17_dump_is_refused_b
     assert_eq!(status.restored_from.as_deref(), Some("old-1"));
     let copied = client_pod(&client, &ns.name, "read-new", images::POSTGRES, "new-credentials", &read).await;
     assert_eq!(copied, written, "postgres 17 holds the rows postgres 15 dumped");
+    let restored_as =
+        client_pod(&client, &ns.name, "superuser-new", images::POSTGRES, "new-credentials", &reaching(PG_SUPERUSER))
+            .await;
+    assert_eq!(restored_as.trim(), "app|f|app", "the restored database is the application user's too");
 
     backed_up("new", "new-1").await;
     databases.create(&PostParams::default(), &postgres("back", images::POSTGRES_15, Some("new-1"))).await.unwrap();

@@ -15,8 +15,11 @@ use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, 
 use crate::data::{CONVERGE, database_container, database_pod, processes_of, reaching, ready, signal_container};
 use crate::data::{PG_READ, PG_WRITE, REDIS_READ, REDIS_WRITE, mysql_read, mysql_write};
 
-/// The old pod's grace period: how long its stopped server holds the volume.
-const GRACE: i64 = 40;
+/// The old pod's grace period: how long its stopped server holds the volume. The replacement
+/// must be scheduled and its container started within it, also when the whole suite loads the
+/// machine (with 40 s this test failed once, in a run that shared the two cores with a
+/// benchmark; it passed alone, and the message was not kept).
+const GRACE: i64 = 90;
 
 #[tokio::test]
 async fn a_replaced_database_pod_waits_for_the_old_server_and_never_runs_a_second_on_the_volume() {
