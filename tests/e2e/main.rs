@@ -6,6 +6,7 @@ mod apf;
 mod backups;
 mod common;
 mod data;
+mod data_faults;
 mod engines;
 mod fence;
 mod leader;
