@@ -12,10 +12,12 @@
 //!   Service, each only where it differs, a same-named object of someone else's left alone.
 //! - [`status`]: what the status says, and why the Database is blocked.
 //! - [`upgrade`]: which image runs while `spec.image` changes.
+//! - [`pods`]: why a Database's pod does not run, in the pod's words.
 //! - [`restore`]: where a restore stands.
 //! - [`schedule`]: backups on a schedule and before an upgrade.
 
 mod children;
+mod pods;
 mod reconcile;
 pub(crate) mod restore;
 mod schedule;

@@ -3,6 +3,7 @@
 //! ```text
 //! plan the image ─> ownership ─> restorable ─> credentials ─> volume ─> backup ready
 //!   (upgrade.rs)                                (children.rs)             ─> workload ─> health
+//!                                                                           ─> pods (pods.rs)
 //!                  any phase may stop the pass: Blocked(reason) or Failed(error)
 //! ─> status (status.rs) ─> schedule (schedule.rs) ─> write the status ─> publish the events
 //! ```
@@ -26,20 +27,23 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube_client::api::{Api, ListParams};
 use operator_runtime::controller::{Action, ReconcileError, Reconciler};
 use operator_runtime::events::{Recorder, Report};
 use operator_runtime::informer::{Store, key_of};
 use operator_runtime::write::{Created, Statuses, Writer};
 use tracing::{debug, info};
 
+use super::pods::{self, POD_GRACE};
 use super::restore::{self, Restore};
 use super::status::{self, Blocker};
 use super::upgrade::{self, Plan};
 use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseStatus, UpgradeState};
 use crate::engine::{self, Engine};
-use crate::resources::meta::is_controlled_by;
+use crate::resources::meta::{is_controlled_by, selector};
 use crate::resources::restore::restored;
 use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
 
@@ -213,7 +217,9 @@ impl DatabaseReconciler {
         // An upgrade in progress is looked at again at its deadline, a schedule at its next
         // time, a foreign object after a while, even if nothing changes.
         let foreign = matches!(blocker, Some(Blocker::NotOwned { .. })).then_some(FOREIGN_RECHECK);
-        let recheck = [pass.plan.recheck_after, next_backup, foreign].into_iter().flatten().min();
+        // Pods are not watched: one that does not run is looked at again on a timer.
+        let pod = not_running(pass).then_some(POD_GRACE);
+        let recheck = [pass.plan.recheck_after, next_backup, foreign, pod].into_iter().flatten().min();
         Ok(recheck.map_or(Action::Done, Action::RequeueAfter))
     }
 
@@ -229,7 +235,35 @@ impl DatabaseReconciler {
             backup_ready(pass)?;
         }
         self.workload(pass).await?;
-        health(pass)
+        health(pass)?;
+        self.pods(pass).await
+    }
+
+    /// Why the pod of a Database with an engine does not run, once its Deployment has not been
+    /// ready for [`POD_GRACE`] ([`pods`]): one list of its pods.
+    async fn pods(&self, pass: &Pass<'_>) -> Step {
+        let db = pass.db;
+        let not_ready_since = db.status.as_ref().and_then(|s| {
+            let ready = s.conditions.iter().find(|c| c.type_ == "Ready" && c.status == "False")?;
+            Some(ready.last_transition_time.0)
+        });
+        let long_enough = not_ready_since.is_some_and(|since| {
+            pass.now.0.duration_since(since).try_into().is_ok_and(|waited: Duration| waited >= POD_GRACE)
+        });
+        if !not_running(pass) || !long_enough {
+            return Ok(());
+        }
+        let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.writer.client().clone(), namespace);
+        let selector: Vec<String> = selector(db).iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let listed = api
+            .list(&ListParams::default().labels(&selector.join(",")))
+            .await
+            .map_err(|source| Error::Read { what: format!("pods of Database {}", key_of(db)), source })?;
+        match pods::diagnose(&listed.items) {
+            Some(blocker) => Err(blocker.into()),
+            None => Ok(()),
+        }
     }
 
     /// Which image runs: `spec.image`, unless an upgrade to it was refused or rolled back, or
@@ -335,6 +369,14 @@ fn backup_ready(pass: &Pass<'_>) -> Step {
         }
         _ => Ok(()),
     }
+}
+
+/// Whether the Database has an engine and a Deployment that does not run its image Ready,
+/// outside an upgrade (whose timeout and policy decide what happens, and say so).
+fn not_running(pass: &Pass<'_>) -> bool {
+    pass.engine.is_some()
+        && pass.plan.upgrade.is_none()
+        && pass.deployment.as_deref().is_some_and(|d| !d.runs_ready(&pass.plan.image))
 }
 
 /// A Deployment that cannot run its pods blocks the Database, in its own words.

@@ -92,6 +92,15 @@ pub(crate) enum Blocker {
         /// The Deployment condition's message.
         message: String,
     },
+    /// The Database's pod has not run for a while, for a cause its status gives
+    /// ([`super::pods`]).
+    PodFailing {
+        /// The kubelet's waiting reason (`CreateContainerConfigError`, `ImagePullBackOff`,
+        /// `CrashLoopBackOff`, ...) or `Unschedulable`.
+        reason: String,
+        /// The cause, with the pod and the container named.
+        message: String,
+    },
 }
 
 impl Blocker {
@@ -130,7 +139,7 @@ impl Blocker {
             Blocker::MissingStorageClass { .. } => "StorageClassNotFound",
             Blocker::QuotaExceeded { .. } => "QuotaExceeded",
             Blocker::CredentialsLost { .. } => "CredentialsLost",
-            Blocker::DeploymentFailing { reason, .. } => reason,
+            Blocker::DeploymentFailing { reason, .. } | Blocker::PodFailing { reason, .. } => reason,
         }
     }
 
@@ -168,6 +177,7 @@ impl Blocker {
             Blocker::DeploymentFailing { message, .. } => {
                 format!("the Deployment cannot run the database: {message}")
             }
+            Blocker::PodFailing { message, .. } => message.clone(),
         }
     }
 }

@@ -500,3 +500,49 @@ async fn a_quota_that_refuses_the_claim_is_reported_in_its_own_words() {
     assert_eq!(degraded.reason, "QuotaExceeded");
     assert!(degraded.message.contains("exceeded quota: no-claims"), "{}", degraded.message);
 }
+
+/// A Secret of one's own without a key the engine needs (MariaDB's `root-password`): the
+/// kubelet cannot make the container, and the Database says so in the kubelet's words once its
+/// pod has not run for 20 seconds, not at the Deployment's ten-minute progress deadline; with
+/// the key added, it runs.
+#[tokio::test]
+async fn a_secret_of_ones_own_missing_a_key_is_reported_in_the_kubelets_words() {
+    let f = fixture("own-secret", Nodes::Real(1)).await;
+    let secrets: Api<Secret> = f.api();
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some("mine".into()), ..Default::default() },
+        string_data: Some(BTreeMap::from([
+            ("username".to_string(), "shop".to_string()),
+            ("password".to_string(), "a-password-of-my-own".to_string()),
+        ])),
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let mut db = engine_database("orders", EngineKind::Mariadb, images::MARIADB);
+    db.spec.credentials = Some(Box::new(Credentials { secret_name: Some("mine".into()) }));
+    let created = std::time::Instant::now();
+    f.databases.create(&PostParams::default(), &db).await.unwrap();
+    let degraded = wait_until("the Database to say why its pod does not run", CONVERGE, || async {
+        let status = f.databases.get("orders").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
+    })
+    .await;
+    assert_eq!(degraded.reason, "CreateContainerConfigError", "{}", degraded.message);
+    assert!(degraded.message.contains("root-password") && degraded.message.contains("mine"), "{}", degraded.message);
+    eprintln!(
+        "[figure] a key missing from the Secret: Degraded {:.0} s after the Database was created",
+        created.elapsed().as_secs_f64()
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = f.api();
+    wait_until("a Warning event", CONVERGE, || async {
+        let list = events.list(&Default::default()).await.ok()?.items;
+        list.into_iter().find(|e| {
+            e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("CreateContainerConfigError")
+        })
+    })
+    .await;
+
+    let patch = Patch::Merge(json!({"stringData": {"root-password": "a-root-password-of-my-own"}}));
+    secrets.patch("mine", &PatchParams::default(), &patch).await.unwrap();
+    f.ready("orders").await;
+}

@@ -56,6 +56,11 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["list", "watch", "create", "get"]
+# Pods of a Database with an engine that has not been ready for a while: listed (never
+# watched or cached) to report why they do not run, in the kubelet's words.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 # Events about Databases (events.k8s.io/v1): created, then patched to count repeats.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

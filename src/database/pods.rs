@@ -1,0 +1,176 @@
+//! Why a Database's pod does not run, in the pod's own words.
+//!
+//! A Deployment says little about a pod that was made but cannot run: a container the kubelet
+//! cannot create (a key missing from the credentials Secret), an image it cannot pull, a
+//! server that keeps exiting, a pod no node can take. Its conditions turn only at the
+//! progress deadline (ten minutes), and then without the cause. So, for a Database with an
+//! engine whose Deployment has not been ready for [`POD_GRACE`], the reconcile lists the
+//! Database's pods (one request; pods are not cached: their status changes too often to be
+//! worth a watch) and reports the first cause found as a blocker (`Degraded`, the kubelet's or
+//! the scheduler's reason, and a Warning event), and looks again every [`POD_GRACE`] while the
+//! Database is not ready. Not during an upgrade: its own timeout and policy decide, and say.
+//!
+//! The message names the pod and container and never quotes a log: a log line might hold what
+//! the server was given. For a container that keeps exiting it says where the log is.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+use super::status::Blocker;
+
+/// How long a Database's pod may take to run before the operator looks at why not; also how
+/// often it looks again while it does not.
+pub(crate) const POD_GRACE: Duration = Duration::from_secs(20);
+
+/// Container waiting reasons that do not pass by themselves.
+const STUCK: [&str; 7] = [
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "InvalidImageName",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "CrashLoopBackOff",
+];
+
+/// The first cause, among `pods` (of one Database), that keeps one from running; none when
+/// every pod is running or on its way.
+pub(crate) fn diagnose(pods: &[Pod]) -> Option<Blocker> {
+    pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).find_map(pod_blocker)
+}
+
+fn pod_blocker(pod: &Pod) -> Option<Blocker> {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let status = pod.status.as_ref()?;
+    let unschedulable = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
+    if let Some(condition) = unschedulable {
+        return Some(Blocker::PodFailing {
+            reason: "Unschedulable".into(),
+            message: format!("pod {name} cannot be scheduled: {}", condition.message.as_deref().unwrap_or_default()),
+        });
+    }
+    let init = status.init_container_statuses.iter().flatten();
+    init.chain(status.container_statuses.iter().flatten()).find_map(|c| container_blocker(name, c))
+}
+
+fn container_blocker(pod: &str, container: &ContainerStatus) -> Option<Blocker> {
+    let waiting = container.state.as_ref()?.waiting.as_ref()?;
+    let reason = waiting.reason.as_deref().filter(|r| STUCK.contains(r))?;
+    let name = &container.name;
+    let (reason, message) = match reason {
+        // The two alternate while the kubelet backs off: one reason, one message.
+        "ErrImagePull" | "ImagePullBackOff" => (
+            "ImagePullBackOff",
+            format!(
+                "pod {pod}, container {name}: image {:?} cannot be pulled (is its name right, and can the node reach \
+                 its registry? kubectl describe pod {pod} shows the kubelet's attempts)",
+                container.image
+            ),
+        ),
+        "CrashLoopBackOff" => {
+            let last = container.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+            let exit = last.map_or_else(String::new, |t| {
+                format!(
+                    " (exit code {}{})",
+                    t.exit_code,
+                    t.reason.as_deref().map(|r| format!(", {r}")).unwrap_or_default()
+                )
+            });
+            (
+                "CrashLoopBackOff",
+                format!(
+                    "pod {pod}, container {name} keeps exiting{exit}; its log says why: kubectl logs {pod} -c {name} \
+                     --previous"
+                ),
+            )
+        }
+        other => (other, format!("pod {pod}, container {name}: {}", waiting.message.as_deref().unwrap_or(other))),
+    };
+    Some(Blocker::PodFailing { reason: reason.into(), message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "orders-1"}, "status": status})).unwrap()
+    }
+
+    fn said(blocker: Option<Blocker>) -> (String, String) {
+        let blocker = blocker.expect("a cause");
+        (blocker.reason().to_string(), blocker.message())
+    }
+
+    #[test]
+    fn a_key_missing_from_the_secret_is_told_in_the_kubelets_words() {
+        let missing = pod(json!({"containerStatuses": [{"name": "database", "image": "mariadb:11.8", "imageID": "",
+            "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "CreateContainerConfigError",
+            "message": "couldn't find key root-password in Secret shop/mine"}}}]}));
+        assert_eq!(
+            said(diagnose(&[missing])),
+            (
+                "CreateContainerConfigError".into(),
+                "pod orders-1, container database: couldn't find key root-password in Secret shop/mine".into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_pull_that_backs_off_says_one_thing_whichever_state_it_is_in() {
+        let pulling = |reason| {
+            pod(json!({"containerStatuses": [{"name": "database", "image": "postgres:99", "imageID": "",
+                "ready": false, "restartCount": 0, "state": {"waiting": {"reason": reason, "message": reason}}}]}))
+        };
+        let first = said(diagnose(&[pulling("ErrImagePull")]));
+        assert_eq!(first, said(diagnose(&[pulling("ImagePullBackOff")])));
+        assert_eq!(first.0, "ImagePullBackOff");
+        assert!(first.1.contains("\"postgres:99\" cannot be pulled"), "{}", first.1);
+    }
+
+    #[test]
+    fn a_server_that_keeps_exiting_names_its_exit_code_and_where_its_log_is() {
+        let crashing = pod(json!({"initContainerStatuses": [{"name": "restore", "image": "postgres:17",
+            "imageID": "", "ready": false, "restartCount": 4,
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
+            "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}));
+        let (reason, message) = said(diagnose(&[crashing]));
+        assert_eq!(reason, "CrashLoopBackOff");
+        assert_eq!(
+            message,
+            "pod orders-1, container restore keeps exiting (exit code 1, Error); its log says why: kubectl logs \
+             orders-1 -c restore --previous"
+        );
+    }
+
+    #[test]
+    fn a_pod_no_node_takes_is_told_in_the_schedulers_words() {
+        let pending = pod(json!({"conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": "0/1 nodes are available: 1 Insufficient cpu."}]}));
+        assert_eq!(
+            said(diagnose(&[pending])),
+            (
+                "Unschedulable".into(),
+                "pod orders-1 cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu.".into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_pod_on_its_way_or_leaving_is_no_cause() {
+        let creating = pod(json!({"containerStatuses": [{"name": "database", "image": "postgres:17", "imageID": "",
+            "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}));
+        assert!(diagnose(&[creating]).is_none());
+        let mut leaving = pod(json!({"containerStatuses": [{"name": "database", "image": "postgres:17",
+            "imageID": "", "ready": false, "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}));
+        leaving.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert!(diagnose(&[leaving]).is_none());
+    }
+}
