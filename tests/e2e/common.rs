@@ -106,18 +106,23 @@ pub(crate) mod images {
 /// what psql printed, unaligned and without headers (`count|checksum`). Panics with psql's
 /// words when it fails.
 pub(crate) fn psql(namespace: &str, database: &str, sql: &str) -> String {
+    psql_as(namespace, database, "app", sql)
+        .unwrap_or_else(|error| panic!("psql in {namespace}/{database}: {sql}: {error}"))
+}
+
+/// [`psql`] as `user` (the superuser `postgres` logs in through the socket too); psql's words
+/// when it fails (also while the server cannot answer).
+pub(crate) fn psql_as(namespace: &str, database: &str, user: &str, sql: &str) -> Result<String, String> {
     let output = std::process::Command::new("kubectl")
         .args(["exec", "-n", namespace, &format!("deployment/{database}"), "-c", "database", "--"])
-        .args(["psql", "--username=app", "--dbname=app", "--no-align", "--tuples-only", "--set=ON_ERROR_STOP=1"])
-        .args(["--command", sql])
+        .args(["psql", &format!("--username={user}"), "--dbname=app", "--no-align", "--tuples-only"])
+        .args(["--set=ON_ERROR_STOP=1", "--command", sql])
         .output()
         .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "psql in {namespace}/{database}: {sql}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 /// Runs `script` (`sh -c`) in a pod of `image` in `ns`, with Secret `secret`'s keys in its

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, wait_until};
+use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql_as, wait_until};
 
 /// Long enough for a real database's first start, a dump or a client pod on a busy two-core
 /// machine.
@@ -44,18 +44,6 @@ psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int prim
 /// database (`app|f|app`).
 const PG_SUPERUSER: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
 psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select current_user, rolsuper, pg_get_userbyid(datdba) from pg_roles, pg_database where rolname = current_user and datname = current_database()""#;
-
-/// `sql` run by psql as the superuser `postgres` inside Database `database`'s container, through
-/// the socket; what psql printed, trimmed.
-fn psql_as_superuser(namespace: &str, database: &str, sql: &str) -> String {
-    let output = std::process::Command::new("kubectl")
-        .args(["exec", "-n", namespace, &format!("deployment/{database}"), "-c", "database", "--"])
-        .args(["psql", "--username=postgres", "--dbname=app", "-Atq", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("kubectl runs");
-    assert!(output.status.success(), "psql as postgres: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
 
 /// The same for the MySQL family, whose client takes no URI: host, user and `MYSQL_PWD` (also
 /// to see whether the server is reachable: MariaDB 11's client verifies the server's
@@ -237,7 +225,13 @@ async fn a_postgres_15_dump_restores_into_postgres_17_and_a_17_dump_is_refused_b
         client_pod(&client, &ns.name, "superuser", images::POSTGRES_15, secret, &reaching(PG_SUPERUSER)).await;
     assert_eq!(superuser.trim(), "app|f|app", "user, superuser, owner of the database");
     assert_eq!(
-        psql_as_superuser(&ns.name, "old", "select current_user, rolsuper from pg_roles where rolname = current_user"),
+        psql_as(
+            &ns.name,
+            "old",
+            "postgres",
+            "select current_user, rolsuper from pg_roles where rolname = current_user"
+        )
+        .unwrap(),
         "postgres|t"
     );
     let dumped = backed_up("old", "old-1").await;

@@ -19,7 +19,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::{Api, ListParams, PostParams};
 
-use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql, wait_until};
+use crate::common::{
+    Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql, psql_as, wait_until,
+};
 use crate::data::signal_container;
 use crate::data::{CONVERGE, PG_READ, PG_WRITE, database_container, database_pod, processes_of, reaching, ready};
 
@@ -33,16 +35,6 @@ for i in $(seq 1 20000); do
   acked=$i
 done
 echo "$acked""#;
-
-/// `sql`'s output in Database `database`'s postgres, or none while it cannot answer.
-fn try_psql(namespace: &str, database: &str, sql: &str) -> Option<String> {
-    let output = std::process::Command::new("kubectl")
-        .args(["exec", "-n", namespace, &format!("deployment/{database}"), "-c", "database", "--"])
-        .args(["psql", "--username=app", "--dbname=app", "-Atq", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .ok()?;
-    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
-}
 
 /// A postgres Database `name` in `ns`, Ready.
 async fn postgres(databases: &Api<Database>, name: &str, from: Option<&str>) -> Database {
@@ -72,7 +64,7 @@ async fn every_row_a_client_was_told_is_committed_survives_a_server_killed_while
     });
     // Killed in the middle of the writes: once 200 rows are in.
     wait_until("200 rows written", CONVERGE, || async {
-        let count = try_psql(&ns.name, "orders", "select count(*) from acked")?;
+        let count = psql_as(&ns.name, "orders", "app", "select count(*) from acked").ok()?;
         (count.parse::<u32>().ok()? >= 200).then_some(())
     })
     .await;
@@ -124,11 +116,8 @@ async fn a_backup_killed_half_way_fails_that_attempt_and_completes_only_with_a_w
         .spawn()
         .unwrap();
     wait_until("the lock to be held", CONVERGE, || async {
-        let held = try_psql(
-            &ns.name,
-            "orders",
-            "select count(*) from pg_locks where mode = 'AccessExclusiveLock' and relation = 'items'::regclass",
-        )?;
+        let locks = "select count(*) from pg_locks where mode = 'AccessExclusiveLock' and relation = 'items'::regclass";
+        let held = psql_as(&ns.name, "orders", "app", locks).ok()?;
         (held == "1").then_some(())
     })
     .await;
