@@ -148,9 +148,9 @@ pub(crate) const INITDB_DIR: &str = "/docker-entrypoint-initdb.d";
 /// The variable that carries [`Engine::initdb_script`] into the database container.
 pub(crate) const INITDB_SCRIPT_VARIABLE: &str = "DATABASE_INITDB_SCRIPT";
 
-/// The lines the database container's shell runs before it locks the data volume and starts
-/// the server: the engine's [`Engine::initdb_script`] written as the first file of
-/// [`INITDB_DIR`] (an `emptyDir` of the pod), if it has one.
+/// The lines the database container's shell runs once it holds the data volume's lock
+/// ([`fence`]): the engine's [`Engine::initdb_script`] written as the first file of
+/// [`INITDB_DIR`] (an `emptyDir` of the pod), if it has one, then its server script.
 pub(crate) fn server_script(engine: &dyn Engine) -> String {
     match engine.initdb_script() {
         Some(_) => format!(
