@@ -1,6 +1,6 @@
 //! Safe upgrades on the real plane: a new image rolls and becomes the Database's current one;
-//! one that never becomes Ready times out and, with `policy: Rollback`, goes back; a new major
-//! version of the engine is refused unless allowed.
+//! one that never becomes Ready times out and, with `policy: Rollback`, goes back, except
+//! across a major version; a new major version of the engine is refused unless allowed.
 //!
 //! The rollouts run on the real node: the new server starts on the old one's data directory,
 //! and an image that no registry serves here never starts, as a broken or mistyped image does
@@ -161,4 +161,26 @@ async fn a_new_major_version_is_refused_with_its_reason_unless_allowed() {
     let allow = json!({"spec": {"upgrade": {"allowMajor": true}}});
     f.databases.patch("orders", &PatchParams::default(), &Patch::Merge(&allow)).await.unwrap();
     f.current_image("postgres:17").await;
+}
+
+/// `allowMajor` rolls postgres 17 onto postgres 15's data directory, which postgres 17 cannot
+/// read, so it never turns Ready; with `policy: Rollback` the upgrade still does not go back:
+/// across a major version the old server must not start on data the new one may have touched.
+#[tokio::test]
+async fn a_failed_upgrade_across_a_major_version_is_not_rolled_back() {
+    let f = fixture("major-rollback", Nodes::Real(1)).await;
+    let upgrade = UpgradeSpec {
+        timeout: Some("30s".into()),
+        policy: Some(UpgradePolicy::Rollback),
+        allow_major: Some(true),
+        ..Default::default()
+    };
+    f.create(images::POSTGRES_15, Some(upgrade)).await;
+    f.set_image(images::POSTGRES).await;
+    let failed = f.upgrade_state(UpgradeState::NotRolledBack).await;
+    assert_eq!(degraded_reason(&failed), "UpgradeFailed");
+    let degraded = failed.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert!(degraded.message.contains("was not rolled back"), "{}", degraded.message);
+    assert_eq!(f.deployment_image().await, images::POSTGRES, "the Deployment keeps the new major");
+    assert_eq!(failed.status.unwrap().current_image.as_deref(), Some(images::POSTGRES_15));
 }
