@@ -2,9 +2,10 @@
 //! the faults a database meets in production happen to it. Each test prints its figure
 //! (`[figure] ...`), which docs/reliability.md quotes.
 //!
-//! - A server killed (SIGKILL) while a client writes one row per transaction: every row the
-//!   client was told is committed is there after the restart (one more may be, whose
-//!   acknowledgement the kill cut off).
+//! - A server killed (SIGKILL) while a client writes one row per transaction (one key per
+//!   command, for redis): every row the client was told is committed is there after the
+//!   restart (one more may be, whose acknowledgement the kill cut off); postgres, MariaDB,
+//!   redis.
 //! - A backup whose dump is killed half-way: that attempt fails, the Job's next attempt dumps
 //!   again, and the backup completes only with a dump that restores every row.
 //! - The node's container runtime (containerd) killed and started again under a running
@@ -36,6 +37,59 @@ for i in $(seq 1 20000); do
 done
 echo "$acked""#;
 
+/// The same for MariaDB (autocommit: one transaction per statement).
+const MARIADB_WRITE_UNTIL_KILLED: &str = r#"export MYSQL_PWD="$DATABASE_PASSWORD"
+reachable mariadb --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1'
+mariadb --host="$DATABASE_HOST" --user="$DATABASE_USER" app -e 'create table acked (id int primary key)'
+acked=0
+for i in $(seq 1 20000); do
+  mariadb --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" app -e "insert into acked values ($i)" > /dev/null 2>&1 || break
+  acked=$i
+done
+echo "$acked""#;
+
+/// The same for redis: one key per command (append-only, fsync every second: a write is in
+/// the kernel before the server answers, which a killed process does not lose).
+const REDIS_WRITE_UNTIL_KILLED: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
+acked=0
+for i in $(seq 1 20000); do
+  [ "$(redis-cli -h "$DATABASE_HOST" SET "acked:$i" 1 2> /dev/null)" = OK ] || break
+  acked=$i
+done
+echo "$acked""#;
+
+/// Runs `script` (`sh -c`) inside Database `database`'s `database` container, where the
+/// engine's own credentials are in the environment; its output, or none while it fails.
+fn in_container(namespace: &str, database: &str, script: &str) -> Option<String> {
+    let output = std::process::Command::new("kubectl")
+        .args(["exec", "-n", namespace, &format!("deployment/{database}"), "-c", "database", "--"])
+        .args(["sh", "-c", script])
+        .output()
+        .ok()?;
+    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// How many rows (keys) are in, inside the container, for each engine; and the script that
+/// prints how many of rows 1..=N are there and how many there are in all.
+fn counting(engine: EngineKind) -> (&'static str, fn(u32) -> String) {
+    match engine {
+        EngineKind::Postgres => ("psql -U app -d app -Atq -c 'select count(*) from acked'", |n| {
+            format!("psql -U app -d app -Atq -F ' ' -c 'select count(*) filter (where id <= {n}), count(*) from acked'")
+        }),
+        EngineKind::Redis => (r#"REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli DBSIZE"#, |n| {
+            format!(
+                r#"export REDISCLI_AUTH="$REDIS_PASSWORD"; echo "$(seq 1 {n} | sed 's/^/EXISTS acked:/' | redis-cli | grep -cx 1) $(redis-cli DBSIZE)""#
+            )
+        }),
+        _ => (r#"MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb -uroot app -N -B -e 'select count(*) from acked'"#, |n| {
+            format!(
+                r#"MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb -uroot app -N -B -e 'select count(case when id <= {n} then 1 end), count(*) from acked' | tr '\t' ' '"#
+            )
+        }),
+    }
+}
+
 /// A postgres Database `name` in `ns`, Ready.
 async fn postgres(databases: &Api<Database>, name: &str, from: Option<&str>) -> Database {
     let mut db =
@@ -49,47 +103,61 @@ async fn postgres(databases: &Api<Database>, name: &str, from: Option<&str>) -> 
 async fn every_row_a_client_was_told_is_committed_survives_a_server_killed_while_it_writes() {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::create_restricted(&client, "killed-writing", Nodes::Real(1)).await;
+    let ns = TestNamespace::create_restricted(&client, "killed-writing", Nodes::Real(3)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
-    postgres(&databases, "orders", None).await;
+    let engines = [
+        ("postgres", EngineKind::Postgres, images::POSTGRES, PG_WRITE_UNTIL_KILLED),
+        ("mariadb", EngineKind::Mariadb, images::MARIADB, MARIADB_WRITE_UNTIL_KILLED),
+        ("redis", EngineKind::Redis, images::REDIS, REDIS_WRITE_UNTIL_KILLED),
+    ];
+    for (name, engine, image, _) in engines {
+        let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(engine));
+        databases.create(&PostParams::default(), &db).await.unwrap();
+    }
+    let (client, databases, pods, ns) = (&client, &databases, &pods, &ns.name);
+    futures::future::join_all(engines.into_iter().map(|(name, engine, image, write)| async move {
+        ready(databases, name).await;
+        let (count, verify) = counting(engine);
+        let writer = tokio::spawn({
+            let (client, ns) = (client.clone(), ns.clone());
+            async move {
+                let secret = format!("{name}-credentials");
+                client_pod(&client, &ns, &format!("{name}-writer"), image, &secret, &reaching(write)).await
+            }
+        });
+        // Killed in the middle of the writes: once 200 rows are in.
+        wait_until(&format!("{name}: 200 rows written"), CONVERGE, || async {
+            (in_container(ns, name, count)?.parse::<u32>().ok()? >= 200).then_some(())
+        })
+        .await;
+        let (id, restarts) = database_container(&database_pod(pods, name).await).unwrap();
+        assert!(signal_container(&id, "KILL") > 0, "{name}: no process of the server on this node");
+        let acked: u32 = writer.await.unwrap().parse().expect("the writer prints the last acknowledged row");
+        assert!(acked >= 200, "{name}: {acked}");
 
-    let writer = tokio::spawn({
-        let (client, ns) = (client.clone(), ns.name.clone());
-        async move {
-            let script = reaching(PG_WRITE_UNTIL_KILLED);
-            client_pod(&client, &ns, "writer", images::POSTGRES, "orders-credentials", &script).await
-        }
-    });
-    // Killed in the middle of the writes: once 200 rows are in.
-    wait_until("200 rows written", CONVERGE, || async {
-        let count = psql_as(&ns.name, "orders", "app", "select count(*) from acked").ok()?;
-        (count.parse::<u32>().ok()? >= 200).then_some(())
-    })
+        wait_until(&format!("{name}'s server to be back after SIGKILL"), CONVERGE, || async {
+            let pod = database_pod(pods, name).await;
+            let (_, now) = database_container(&pod)?;
+            let status = pod.status?.container_statuses?.into_iter().find(|c| c.name == "database")?;
+            (now > restarts && status.ready).then_some(())
+        })
+        .await;
+        ready(databases, name).await;
+        let counts = wait_until(&format!("{name}: the rows counted"), CONVERGE, || async {
+            in_container(ns, name, &verify(acked))
+        })
+        .await;
+        let (told, all) = counts.split_once(' ').unwrap_or_else(|| panic!("{name}: {counts}"));
+        assert_eq!(told.parse::<u32>().unwrap(), acked, "{name}: every acknowledged row is there");
+        let all: u32 = all.trim().parse().unwrap();
+        assert!(all == acked || all == acked + 1, "{name}: at most the one row whose acknowledgement the kill cut off: {all}");
+        eprintln!(
+            "[figure] {name} killed while writing: {acked} rows acknowledged, {told} of them there after the restart, {all} in all"
+        );
+    }))
     .await;
-    let (id, restarts) = database_container(&database_pod(&pods, "orders").await).unwrap();
-    assert!(signal_container(&id, "KILL") > 0, "no process of the server on this node");
-    let acked: u32 = writer.await.unwrap().parse().expect("the writer prints the last acknowledged row");
-    assert!(acked >= 200, "{acked}");
-
-    wait_until("the server to be back after SIGKILL", CONVERGE, || async {
-        let pod = database_pod(&pods, "orders").await;
-        let (_, now) = database_container(&pod)?;
-        let status = pod.status?.container_statuses?.into_iter().find(|c| c.name == "database")?;
-        (now > restarts && status.ready).then_some(())
-    })
-    .await;
-    ready(&databases, "orders").await;
-    let counts =
-        psql(&ns.name, "orders", &format!("select count(*) filter (where id <= {acked}), count(*) from acked"));
-    let (told, all) = counts.split_once('|').unwrap();
-    assert_eq!(told.parse::<u32>().unwrap(), acked, "every acknowledged row is there");
-    let all: u32 = all.parse().unwrap();
-    assert!(all == acked || all == acked + 1, "at most the one row whose acknowledgement the kill cut off: {all}");
-    eprintln!(
-        "[figure] killed while writing: {acked} rows acknowledged, {told} of them there after the restart, {all} in all"
-    );
 }
 
 #[tokio::test]
