@@ -117,11 +117,22 @@ pub(crate) fn signal_container(id: &str, signal: &str) -> usize {
 
 /// Kills every process of the `database` container of Database `name`'s pod with SIGKILL, as
 /// the kernel's OOM killer or a crash would. Returns the container's restart count before.
-async fn kill_database_container(pods: &Api<Pod>, name: &str) -> i32 {
+pub(crate) async fn kill_database_container(pods: &Api<Pod>, name: &str) -> i32 {
     let pod = database_pod(pods, name).await;
     let (id, restarts) = database_container(&pod).expect("a running database container");
     assert!(signal_container(&id, "KILL") > 0, "no process of container {id} ({name}) on this node");
     restarts
+}
+
+/// Waits until Database `name`'s `database` container, killed after `restarts` restarts, has
+/// restarted and is ready.
+pub(crate) async fn back_after_kill(pods: &Api<Pod>, name: &str, restarts: i32) {
+    wait_until(&format!("{name}'s server to be back after SIGKILL"), CONVERGE, || async {
+        let pod = database_pod(pods, name).await;
+        let status = pod.status?.container_statuses?.into_iter().find(|c| c.name == "database")?;
+        (status.restart_count > restarts && status.ready).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -159,12 +170,7 @@ async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restor
         assert!(written.starts_with("1000"), "{name}: {written}");
 
         let restarts = kill_database_container(pods, name).await;
-        wait_until(&format!("{name}'s server to be back after SIGKILL"), CONVERGE, || async {
-            let pod = database_pod(pods, name).await;
-            let status = pod.status?.container_statuses?.into_iter().find(|c| c.name == "database")?;
-            (status.restart_count > restarts && status.ready).then_some(())
-        })
-        .await;
+        back_after_kill(pods, name, restarts).await;
         ready(databases, name).await;
         let read_back = client_pod(client, ns, &format!("{name}-read-again"), image, &secret, read).await;
         assert_eq!(read_back, written, "{name}: what was committed before the kill");

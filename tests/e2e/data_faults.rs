@@ -23,8 +23,8 @@ use kube_client::api::{Api, ListParams, PostParams};
 use crate::common::{
     Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql, psql_as, wait_until,
 };
-use crate::data::signal_container;
 use crate::data::{CONVERGE, PG_READ, PG_WRITE, database_container, database_pod, processes_of, reaching, ready};
+use crate::data::{back_after_kill, kill_database_container, signal_container};
 
 /// Rows inserted one transaction at a time until the server goes away (at most 20,000); prints
 /// the last row the server acknowledged.
@@ -132,18 +132,10 @@ async fn every_row_a_client_was_told_is_committed_survives_a_server_killed_while
             (in_container(ns, name, count)?.parse::<u32>().ok()? >= 200).then_some(())
         })
         .await;
-        let (id, restarts) = database_container(&database_pod(pods, name).await).unwrap();
-        assert!(signal_container(&id, "KILL") > 0, "{name}: no process of the server on this node");
+        let restarts = kill_database_container(pods, name).await;
         let acked: u32 = writer.await.unwrap().parse().expect("the writer prints the last acknowledged row");
         assert!(acked >= 200, "{name}: {acked}");
-
-        wait_until(&format!("{name}'s server to be back after SIGKILL"), CONVERGE, || async {
-            let pod = database_pod(pods, name).await;
-            let (_, now) = database_container(&pod)?;
-            let status = pod.status?.container_statuses?.into_iter().find(|c| c.name == "database")?;
-            (now > restarts && status.ready).then_some(())
-        })
-        .await;
+        back_after_kill(pods, name, restarts).await;
         ready(databases, name).await;
         let counts = wait_until(&format!("{name}: the rows counted"), CONVERGE, || async {
             in_container(ns, name, &verify(acked))
