@@ -6,7 +6,8 @@
 //! restored from one holds exactly the keys written, and retention never deletes the backup a
 //! Database restores from; a postgres 15 dump restores into postgres 17 (the way to a new major
 //! version) and a postgres 17 dump is refused by postgres 15 before anything runs; postgres's
-//! application user owns its database and is not the superuser.
+//! application user owns its database and is not the superuser; a restore that loads for
+//! longer than the liveness probe's budget completes without a restart.
 
 use std::time::Duration;
 
@@ -379,4 +380,89 @@ fi"#
         assert_eq!(local, "root@localhost", "{name}");
     }))
     .await;
+}
+
+/// A table whose index takes 15 s per row to build wherever the setting `app.load_fast` is not
+/// on: fast where it is written (the writer sets it), slow where a restore builds the index
+/// again (pg_restore does not), so that a dump of a few rows loads for longer than the liveness
+/// probe's two minutes. (Dollar quotes carry tags: Kubernetes reads `$$` in a command as `$`.)
+const PG_WRITE_SLOW_TO_LOAD: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'set app.load_fast = on' \
+  -c 'create function slow_key(i int) returns int language plpgsql immutable as $f$
+      begin
+        if coalesce(current_setting($s$app.load_fast$s$, true), $s$off$s$) <> $s$on$s$ then perform pg_sleep(15); end if;
+        return i;
+      end $f$' \
+  -c 'create table slow (i int)' -c 'insert into slow select generate_series(1, 10)' \
+  -c 'create index slow_key_index on slow (slow_key(i))'"#;
+
+/// What [`PG_READ`] reads, and whether the slow index is there: the last thing a restore
+/// builds, missing from a load cut short.
+const PG_READ_SLOW_TO_LOAD: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items" \
+  -c "select count(*) from slow" -c "select count(*) from pg_indexes where indexname = 'slow_key_index'""#;
+
+/// A restore that loads for longer than the liveness probe's budget (six failures 20 s apart)
+/// is not killed half-way: the startup probe holds liveness back until the server serves, so
+/// the container never restarts (a restart would find the data directory and start on the
+/// partial load) and the restored Database holds every row and the index built last.
+#[tokio::test]
+async fn a_postgres_restore_that_loads_for_longer_than_the_liveness_budget_completes_without_a_restart() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "slow-load", Nodes::Real(2)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let postgres = || DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres);
+    databases.create(&PostParams::default(), &Database::new("source", postgres())).await.unwrap();
+    ready(&databases, "source").await;
+    let secret = "source-credentials";
+    client_pod(&client, &ns.name, "write", images::POSTGRES, secret, &reaching(PG_WRITE)).await;
+    client_pod(&client, &ns.name, "write-slow", images::POSTGRES, secret, &reaching(PG_WRITE_SLOW_TO_LOAD)).await;
+    let read = reaching(PG_READ_SLOW_TO_LOAD);
+    let written = client_pod(&client, &ns.name, "read", images::POSTGRES, secret, &read).await;
+    assert!(written.starts_with("1000|") && written.ends_with("\n10\n1"), "{written}");
+    backups.create(&PostParams::default(), &database_operator::api::backup("source-1", "source")).await.unwrap();
+    let done = crate::backups::finished(&backups, "source-1").await.status.unwrap();
+    assert_eq!(done.phase, Some(BackupPhase::Completed), "{:?}", done.message);
+
+    let mut copy = Database::new("copy", postgres());
+    copy.spec.restore_from = Some(Box::new(RestoreFrom { backup: "source-1".into() }));
+    databases.create(&PostParams::default(), &copy).await.unwrap();
+    // The pod that loads the dump (the one with the restore's init container, replaced by a
+    // plain one once the restore is recorded), as last seen Ready: its restarts and when it
+    // served.
+    let loader = std::sync::Mutex::new(None::<Pod>);
+    let serving = |pod: &Pod| {
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    let restored = wait_until("the slow restore to be Ready", Duration::from_secs(480), || async {
+        for pod in pods.list(&ListParams::default().labels("app=copy")).await.ok()?.items {
+            let init = pod.spec.as_ref().and_then(|s| s.init_containers.as_ref());
+            if init.is_some_and(|c| c.iter().any(|c| c.name == "restore")) && serving(&pod) {
+                *loader.lock().unwrap() = Some(pod);
+            }
+        }
+        let db = databases.get("copy").await.ok()?;
+        (db.status.as_ref()?.phase == Some(Phase::Ready)).then_some(db)
+    })
+    .await;
+    assert_eq!(restored.status.unwrap().restored_from.as_deref(), Some("source-1"));
+    let loader = loader.into_inner().unwrap().expect("the pod that loaded the dump");
+    let (_, restarts) = database_container(&loader).unwrap();
+    assert_eq!(restarts, 0, "the database container was restarted during the load");
+    // The premise: that pod's server served no earlier than the liveness budget after it
+    // started.
+    let status = loader.status.unwrap();
+    let started = status.container_statuses.unwrap().into_iter().find(|c| c.name == "database").unwrap();
+    let started = started.state.unwrap().running.unwrap().started_at.unwrap().0;
+    let ready_at = status.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+    let loading = ready_at.last_transition_time.unwrap().0.duration_since(started);
+    println!("[figure] a restore Ready {loading:#} after its container started, without a restart");
+    assert!(loading > k8s_openapi::jiff::SignedDuration::from_secs(120), "loaded in {loading:#}");
+    let copied = client_pod(&client, &ns.name, "read-copy", images::POSTGRES, "copy-credentials", &read).await;
+    assert_eq!(copied, written, "every row and the index built last");
 }
