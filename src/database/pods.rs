@@ -10,8 +10,13 @@
 //! the scheduler's reason, and a Warning event), and looks again every [`POD_GRACE`] while the
 //! Database is not ready. Not during an upgrade: its own timeout and policy decide, and say.
 //!
-//! The message names the pod and container and never quotes a log: a log line might hold what
-//! the server was given. For a container that keeps exiting it says where the log is.
+//! The message names the pod and container and quotes no log but one line: a log line might
+//! hold what the server was given. For a container that keeps exiting it says where the log
+//! is, unless the end of that log (which the kubelet keeps in the pod's status: the engine's
+//! containers fail with `FallbackToLogsOnError`) has the C library's words for a full file
+//! system, "No space left on device": then the reason is `VolumeFull` and the message quotes
+//! that one line, the engine's, which names a file, not data (postgres's
+//! `FATAL:  could not write to file "pg_wal/xlogtemp.23": No space left on device`).
 
 use std::time::Duration;
 
@@ -33,6 +38,9 @@ const STUCK: [&str; 7] = [
     "ErrImageNeverPull",
     "CrashLoopBackOff",
 ];
+
+/// How the C library's `strerror(ENOSPC)` reads, in every engine's log.
+const NO_SPACE: &str = "No space left on device";
 
 /// The first cause, among `pods` (of one Database), that keeps one from running; none when
 /// every pod is running or on its way.
@@ -81,13 +89,24 @@ fn container_blocker(pod: &str, container: &ContainerStatus) -> Option<Blocker> 
                     t.reason.as_deref().map(|r| format!(", {r}")).unwrap_or_default()
                 )
             });
-            (
-                "CrashLoopBackOff",
-                format!(
-                    "pod {pod}, container {name} keeps exiting{exit}; its log says why: kubectl logs {pod} -c {name} \
-                     --previous"
+            let words = last.and_then(|t| t.message.as_deref());
+            match words.and_then(|w| w.lines().rev().find(|line| line.contains(NO_SPACE))) {
+                Some(line) => (
+                    "VolumeFull",
+                    format!(
+                        "pod {pod}, container {name} keeps exiting{exit}: its data volume is full; its log says {:?}; \
+                         grow spec.storage.size (where the storage class can expand) or free space on the volume",
+                        line.trim().chars().take(240).collect::<String>()
+                    ),
                 ),
-            )
+                None => (
+                    "CrashLoopBackOff",
+                    format!(
+                        "pod {pod}, container {name} keeps exiting{exit}; its log says why: kubectl logs {pod} -c \
+                         {name} --previous"
+                    ),
+                ),
+            }
         }
         other => (other, format!("pod {pod}, container {name}: {}", waiting.message.as_deref().unwrap_or(other))),
     };
@@ -147,6 +166,30 @@ mod tests {
             "pod orders-1, container restore keeps exiting (exit code 1, Error); its log says why: kubectl logs \
              orders-1 -c restore --previous"
         );
+    }
+
+    #[test]
+    fn a_server_that_exits_on_a_full_volume_says_so_in_the_engines_one_line() {
+        let full = |message: &str| {
+            pod(json!({"containerStatuses": [{"name": "database", "image": "postgres:17", "imageID": "",
+                "ready": false, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}}}]}))
+        };
+        let log = "2026-12-04 07:54:30.143 UTC [23] LOG:  redo done at 0/2FFFB98\n\
+                   2026-12-04 07:54:30.149 UTC [23] FATAL:  could not write to file \"pg_wal/xlogtemp.23\": No space left on device\n\
+                   2026-12-04 07:54:30.154 UTC [1] LOG:  database system is shut down\n";
+        let (reason, message) = said(diagnose(&[full(log)]));
+        assert_eq!(reason, "VolumeFull");
+        assert!(
+            message.starts_with("pod orders-1, container database keeps exiting (exit code 1, Error): its data volume is full; its log says \"2026-12-04 07:54:30.149 UTC [23] FATAL:  could not write to file \\\"pg_wal/xlogtemp.23\\\": No space left on device\"; grow spec.storage.size"),
+            "{message}"
+        );
+        assert!(!message.contains("redo done") && !message.contains("shut down"), "one line only: {message}");
+        // Any other last words are not quoted.
+        let (reason, message) = said(diagnose(&[full("FATAL:  password authentication failed for user \"s3cret\"")]));
+        assert_eq!(reason, "CrashLoopBackOff");
+        assert!(!message.contains("s3cret"), "{message}");
     }
 
     #[test]

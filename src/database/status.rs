@@ -96,7 +96,8 @@ pub(crate) enum Blocker {
     /// ([`super::pods`]).
     PodFailing {
         /// The kubelet's waiting reason (`CreateContainerConfigError`, `ImagePullBackOff`,
-        /// `CrashLoopBackOff`, ...) or `Unschedulable`.
+        /// `CrashLoopBackOff`, ...), `VolumeFull` (a server that exits on a full volume) or
+        /// `Unschedulable`.
         reason: String,
         /// The cause, with the pod and the container named.
         message: String,

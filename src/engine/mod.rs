@@ -187,6 +187,10 @@ pub(crate) fn container_security() -> SecurityContext {
     }
 }
 
+/// The termination message policy of the containers that run an engine's image: when one
+/// fails, the kubelet keeps the end of its log (80 lines, 2 KiB at most) in the pod's status.
+pub(crate) const LAST_WORDS: &str = "FallbackToLogsOnError";
+
 /// The readiness probe: every 10 s, unready after three failures.
 pub(crate) fn readiness_probe(engine: &dyn Engine) -> Probe {
     Probe {

@@ -33,6 +33,7 @@ pub(crate) fn with_restore(deployment: &mut Deployment, engine: &dyn Engine, cla
         command: Some(engine::fence::fenced(engine.data_dir(), &engine.restore_script())),
         volume_mounts: Some(vec![backup_mount, data.clone(), initdb]),
         security_context: Some(engine::container_security()),
+        termination_message_policy: Some(engine::LAST_WORDS.into()),
         ..Default::default()
     }]);
     pod.volumes.get_or_insert_with(Vec::new).push(backup_volume);

@@ -158,6 +158,10 @@ pub struct ContainerView {
     /// Its security context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<Box<SecurityContext>>,
+    /// Where the kubelet takes its termination message from (`FallbackToLogsOnError`: the
+    /// log's end, when it fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_message_policy: Option<String>,
 }
 
 /// A container port.

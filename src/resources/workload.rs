@@ -104,6 +104,9 @@ fn with_engine(deployment: &mut Deployment, db: &Database, engine: &dyn Engine) 
     container.liveness_probe = Some(engine::liveness_probe(engine));
     container.startup_probe = Some(engine::startup_probe(engine));
     container.security_context = Some(engine::container_security());
+    // A server that exits leaves its last words where the pod's status shows them
+    // (`crate::database::pods` reads them for a full volume).
+    container.termination_message_policy = Some(engine::LAST_WORDS.into());
     if let Some(script) = engine.initdb_script() {
         container.env.get_or_insert_with(Vec::new).push(engine::value(engine::INITDB_SCRIPT_VARIABLE, script));
         with_initdb_dir(pod);

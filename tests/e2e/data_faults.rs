@@ -11,19 +11,26 @@
 //! - The node's container runtime (containerd) killed and started again under a running
 //!   Database: the server keeps running (the same container, no restart), the Database stays
 //!   Ready, and a new pod starts and reads the rows.
+//! - A data volume that fills (a tmpfs of 96 or 192 MiB behind a local PersistentVolume): the client
+//!   is refused in the engine's words; postgres's Database says `VolumeFull` with the
+//!   engine's line; once the file system grows, every engine accepts writes again with every
+//!   acknowledged row; postgres, MariaDB, redis.
 
 use std::time::Instant;
 
 use database_operator::api::{BackupPhase, Database, DatabaseBackup, DatabaseSpec, EngineKind, Phase};
-use database_operator::api::{RestoreFrom, Size};
+use database_operator::api::{RestoreFrom, Size, Storage};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube_client::api::{Api, ListParams, PostParams};
+use serde_json::json;
 
 use crate::common::{
     Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql, psql_as, wait_until,
 };
 use crate::data::{CONVERGE, PG_READ, PG_WRITE, database_container, database_pod, processes_of, reaching, ready};
+use crate::data::{REDIS_READ, REDIS_WRITE, mysql_read, mysql_write};
 use crate::data::{back_after_kill, kill_database_container, signal_container};
 
 /// Rows inserted one transaction at a time until the server goes away (at most 20,000); prints
@@ -261,4 +268,208 @@ async fn a_database_keeps_running_and_serving_its_rows_when_the_container_runtim
         read_again.split('|').next().unwrap_or_default(),
         new_pod_after.as_secs_f64()
     );
+}
+
+/// Rows of 64 KiB of random hex inserted one transaction at a time (keys, for redis) until
+/// the server refuses one (at most 3,000); each prints the last row acknowledged and the
+/// server's words. Then the one more write that shows writes accepted again.
+const PG_FILL_UNTIL_FULL: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table filler (id int primary key, payload text)'
+acked=0
+for i in $(seq 1 3000); do
+  psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "insert into filler select $i, string_agg(md5(random()::text), '') from generate_series(1, 2048)" > /dev/null 2> /tmp/error || break
+  acked=$i
+done
+echo "$acked"
+head -n 1 /tmp/error"#;
+const PG_COUNT_FILLED: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'insert into filler values (0, null)' -c 'select count(*) - 1 from filler'"#;
+
+const MARIADB_FILL_UNTIL_FULL: &str = r#"export MYSQL_PWD="$DATABASE_PASSWORD"
+reachable mariadb --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1'
+mariadb --host="$DATABASE_HOST" --user="$DATABASE_USER" app -e 'create table filler (id int primary key, payload longtext)'
+acked=0
+for i in $(seq 1 3000); do
+  mariadb --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" app -e "insert into filler select $i, group_concat(md5(rand()) separator '') from seq_1_to_2048" > /dev/null 2> /tmp/error || break
+  acked=$i
+done
+echo "$acked"
+grep -m 1 "^ERROR" /tmp/error"#;
+const MARIADB_COUNT_FILLED: &str = r#"export MYSQL_PWD="$DATABASE_PASSWORD"
+reachable mariadb --connect-timeout=5 --host="$DATABASE_HOST" --user="$DATABASE_USER" -e 'select 1'
+mariadb --host="$DATABASE_HOST" --user="$DATABASE_USER" app -N -B -e 'insert into filler values (0, null); select count(*) - 1 from filler'"#;
+
+const REDIS_FILL_UNTIL_FULL: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
+head -c 32768 /dev/urandom | od -An -tx1 | tr -d ' \n' > /tmp/blob
+acked=0
+for i in $(seq 1 3000); do
+  said=$(redis-cli -h "$DATABASE_HOST" -x SET "filler:$i" < /tmp/blob 2>&1)
+  [ "$said" = OK ] || { echo "$said" > /tmp/error; break; }
+  acked=$i
+done
+echo "$acked"
+head -n 1 /tmp/error"#;
+const REDIS_COUNT_FILLED: &str = r#"export REDISCLI_AUTH="$DATABASE_PASSWORD"
+reachable sh -c 'redis-cli -h "$DATABASE_HOST" PING | grep -q PONG'
+for _ in $(seq 60); do [ "$(redis-cli -h "$DATABASE_HOST" SET filler:0 x)" = OK ] && break; sleep 1; done
+redis-cli -h "$DATABASE_HOST" --scan --pattern 'filler:*' | grep -vcx 'filler:0'"#;
+
+/// A file system of `size` (a tmpfs) mounted for a test's volume, with the PersistentVolume
+/// that offers it to one claim; both gone when dropped.
+struct SizedVolume {
+    dir: std::path::PathBuf,
+    volume: String,
+}
+
+impl SizedVolume {
+    /// A local PersistentVolume of `size` (`96Mi`) on the real node, bound ahead to claim
+    /// `claim` in `ns`, of StorageClass [`SIZED`] (which it makes if missing).
+    async fn create(client: &kube_client::Client, ns: &str, claim: &str, size: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("{ns}-{claim}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={}", size.trim_end_matches("i")), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "mount a tmpfs on {dir:?}");
+        let volume = SizedVolume { dir, volume: format!("{ns}-{claim}") };
+        let class: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": SIZED},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }))
+        .unwrap();
+        match Api::<StorageClass>::all(client.clone()).create(&PostParams::default(), &class).await {
+            Ok(_) => {}
+            Err(kube_client::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => panic!("StorageClass {SIZED}: {e}"),
+        }
+        let node = Api::<Node>::all(client.clone())
+            .list(&ListParams::default().labels("type=real"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .next()
+            .expect("a real node")
+            .metadata
+            .name
+            .unwrap();
+        let pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": volume.volume},
+            "spec": {
+                "capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": SIZED,
+                "persistentVolumeReclaimPolicy": "Retain", "claimRef": {"namespace": ns, "name": claim},
+                "local": {"path": volume.dir},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+            },
+        }))
+        .unwrap();
+        Api::<PersistentVolume>::all(client.clone()).create(&PostParams::default(), &pv).await.unwrap();
+        volume
+    }
+
+    /// Gives the file system `size` (`192M`): space returns, as when an administrator grows
+    /// or frees a volume.
+    fn grow(&self, size: &str) {
+        let grown = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.dir)
+            .status()
+            .unwrap();
+        assert!(grown.success(), "remount {:?} with {size}", self.dir);
+    }
+}
+
+impl Drop for SizedVolume {
+    fn drop(&mut self) {
+        crate::common::delete_when_dropped(&[&format!("persistentvolume/{}", self.volume)]);
+        // Lazily: the pod may still be stopping.
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The StorageClass of [`SizedVolume`]s: volumes made by the test, not by a provisioner.
+const SIZED: &str = "e2e-sized";
+
+/// Each engine's volume fills (a file system of 96 MiB, 192 for MariaDB) under a client that writes 64 KiB rows
+/// until one is refused: the client is told why in the engine's words. postgres, which cannot
+/// write its WAL to recover, keeps exiting and the Database says `VolumeFull` with the engine's
+/// line; MariaDB and redis refuse the write and keep serving. Once the file system grows, each
+/// accepts writes again and holds every acknowledged row and the 1,000 written before.
+#[tokio::test]
+async fn a_full_volume_is_reported_in_the_engines_words_and_loses_nothing_once_space_returns() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "full-volume", Nodes::Real(6)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let engines = [
+        ("postgres", EngineKind::Postgres, images::POSTGRES, 96, PG_FILL_UNTIL_FULL, PG_COUNT_FILLED),
+        // InnoDB's redo log alone takes 96 MiB.
+        ("mariadb", EngineKind::Mariadb, images::MARIADB, 192, MARIADB_FILL_UNTIL_FULL, MARIADB_COUNT_FILLED),
+        ("redis", EngineKind::Redis, images::REDIS, 96, REDIS_FILL_UNTIL_FULL, REDIS_COUNT_FILLED),
+    ];
+    let (client, databases, ns) = (&client, &databases, &ns.name);
+    futures::future::join_all(engines.into_iter().map(|(name, engine, image, mib, fill, count)| async move {
+        let size = format!("{mib}Mi");
+        let volume = SizedVolume::create(client, ns, &format!("{name}-data"), &size).await;
+        let mut db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(engine));
+        let sized = Storage { size: Some(size), storage_class_name: Some(SIZED.into()), ..Default::default() };
+        db.spec.storage = Some(Box::new(sized));
+        databases.create(&PostParams::default(), &db).await.unwrap();
+        ready(databases, name).await;
+        let (write, read) = match engine {
+            EngineKind::Postgres => (PG_WRITE.to_string(), PG_READ.to_string()),
+            EngineKind::Redis => (REDIS_WRITE.to_string(), REDIS_READ.to_string()),
+            _ => (mysql_write("mariadb"), mysql_read("mariadb")),
+        };
+        let secret = format!("{name}-credentials");
+        client_pod(client, ns, &format!("{name}-write"), image, &secret, &reaching(&write)).await;
+        let written = client_pod(client, ns, &format!("{name}-read"), image, &secret, &reaching(&read)).await;
+
+        let filled = client_pod(client, ns, &format!("{name}-fill"), image, &secret, &reaching(fill)).await;
+        let (acked, refused) = filled.split_once('\n').unwrap_or((&filled, ""));
+        let acked: u32 = acked.trim().parse().unwrap_or_else(|_| panic!("{name}: {filled}"));
+        assert!(acked > 0 && acked < 3000, "{name}: the volume filled after {acked} rows: {refused}");
+        // The client is told why: ENOSPC's words, or InnoDB's for a table that cannot grow.
+        let cause = if engine == EngineKind::Mariadb { "is full" } else { "No space left on device" };
+        assert!(refused.contains(cause), "{name}: {refused}");
+        let full_at = Instant::now();
+        let reported = if engine == EngineKind::Postgres {
+            let degraded = wait_until("the Database to say its volume is full", CONVERGE, || async {
+                let status = databases.get(name).await.ok()?.status?;
+                let mut conditions = status.conditions.into_iter();
+                conditions.find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == "VolumeFull")
+            })
+            .await;
+            assert!(degraded.message.contains("No space left on device"), "{}", degraded.message);
+            format!("VolumeFull {:.0} s later ({:?})", full_at.elapsed().as_secs_f64(), degraded.message)
+        } else {
+            let phase = databases.get(name).await.unwrap().status.and_then(|s| s.phase);
+            format!("the Database {phase:?}")
+        };
+
+        volume.grow(&format!("{}M", mib + 96));
+        let grown_at = Instant::now();
+        ready(databases, name).await;
+        let there = client_pod(client, ns, &format!("{name}-count"), image, &secret, &reaching(count)).await;
+        let writable_after = grown_at.elapsed();
+        let there: u32 = there.trim().parse().unwrap_or_else(|_| panic!("{name}: {there}"));
+        assert!(there == acked || there == acked + 1, "{name}: {acked} rows acknowledged, {there} there");
+        let read_again = client_pod(client, ns, &format!("{name}-read-again"), image, &secret, &reaching(&read)).await;
+        // (Redis's read starts with the number of keys, now with the filler's.)
+        let checksum = |read: &str| read.split_once(' ').map_or(read.to_string(), |(_, sum)| sum.to_string());
+        assert_eq!(checksum(&read_again), checksum(&written), "{name}: the rows written before the volume filled");
+        eprintln!(
+            "[figure] full volume, {name}: {acked} rows acknowledged, then {refused:?}; {reported}; writes accepted \
+             {:.0} s after space returned, with {there} rows and the 1,000 before",
+            writable_after.as_secs_f64()
+        );
+    }))
+    .await;
 }
