@@ -2,10 +2,13 @@
 # Builds a release's artifacts into dist/:
 #
 #   database-operator-VERSION.oci.tar   the image, as an OCI archive (hack/image.sh)
-#   install.yaml                        one file to `kubectl apply -f`: the namespace, the CRD,
-#                                       the RBAC and the Deployment, the image pinned by digest
+#   crds.yaml                           the CRDs, alone: `kubectl delete -f install.yaml` leaves
+#                                       them, and with them every Database and its data
+#   install.yaml                        the rest, to `kubectl apply -f` after crds.yaml: the
+#                                       namespace, the RBAC, the admission policy and the
+#                                       Deployment, the image pinned by digest
 #   database-operator-VERSION.tgz       the Helm chart, its default image pinned by the same digest
-#   SHA256SUMS                          the checksums of the three
+#   SHA256SUMS                          the checksums of the four
 #
 # usage: hack/release.sh VERSION
 #
@@ -64,12 +67,25 @@ images:
   newName: $repository
   digest: $digest
 EOF
-{
-  echo "# database-operator $version: kubectl apply --server-side -f install.yaml"
-  echo "# Deleting the CRD in it deletes every Database; see the README before uninstalling."
-  kubectl kustomize "$overlay"
-} >"$dist/install.yaml"
+# The render split in two: the CRDs, and everything else.
+kubectl kustomize "$overlay" | python3 -c '
+import sys
+version, crds_path, install_path = sys.argv[1:]
+crds, rest = [], []
+for document in sys.stdin.read().split("---\n"):
+    (crds if "\nkind: CustomResourceDefinition\n" in "\n" + document else rest).append(document)
+with open(crds_path, "w") as out:
+    out.write(f"# database-operator {version}: the CRDs, applied before install.yaml:\n")
+    out.write("#   kubectl apply --server-side -f crds.yaml -f install.yaml\n")
+    out.write("# Deleting them deletes every Database and DatabaseBackup, and their data; see the README.\n")
+    out.write("---\n".join(crds))
+with open(install_path, "w") as out:
+    out.write(f"# database-operator {version}, after crds.yaml: kubectl apply --server-side -f crds.yaml -f install.yaml\n")
+    out.write("# kubectl delete -f install.yaml removes the operator and keeps the CRDs, the Databases and their data.\n")
+    out.write("---\n".join(rest))
+' "$version" "$dist/crds.yaml" "$dist/install.yaml"
 grep -q "image: $repository@$digest" "$dist/install.yaml" || die "install.yaml does not pin $repository@$digest"
+grep -q "^kind: CustomResourceDefinition" "$dist/install.yaml" && die "install.yaml holds a CRD"
 
 log "packaging the chart"
 chart=$overlay/chart/database-operator
@@ -88,6 +104,6 @@ PY
 "$helm" template database-operator "$dist/database-operator-$version.tgz" | grep -q "image: $repository@$digest" ||
   die "the packaged chart does not render $repository@$digest"
 
-(cd "$dist" && sha256sum "database-operator-$version.oci.tar" install.yaml "database-operator-$version.tgz" >SHA256SUMS)
+(cd "$dist" && sha256sum "database-operator-$version.oci.tar" crds.yaml install.yaml "database-operator-$version.tgz" >SHA256SUMS)
 log "done:"
-(cd "$dist" && ls -l "database-operator-$version.oci.tar" install.yaml "database-operator-$version.tgz" SHA256SUMS) >&2
+(cd "$dist" && ls -l "database-operator-$version.oci.tar" crds.yaml install.yaml "database-operator-$version.tgz" SHA256SUMS) >&2

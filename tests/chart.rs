@@ -122,6 +122,15 @@ fn crds_install_false_renders_no_crd() {
 }
 
 #[test]
+fn deletion_protection_policy_false_renders_no_admission_policy() {
+    let kinds = |chart: &[Value]| {
+        chart.iter().filter(|o| o["kind"].as_str().unwrap().starts_with("ValidatingAdmission")).count()
+    };
+    assert_eq!(kinds(&render(&[])), 2, "the policy and its binding, by default");
+    assert_eq!(kinds(&render(&["--set", "deletionProtection.policy=false"])), 0);
+}
+
+#[test]
 fn watch_namespace_turns_the_operators_cluster_role_into_a_role_in_that_namespace() {
     let chart = render(&["--set", "watchNamespace=team-a"]);
     for (kind, file) in [("Role", "role.yaml"), ("RoleBinding", "role_binding.yaml")] {

@@ -139,6 +139,15 @@ pub struct DatabaseSpec {
     /// at creation, it cannot change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<Box<RestoreFrom>>,
+
+    /// When true, the Database cannot be deleted: the admission policy installed with the
+    /// operator refuses the delete, naming this field, until it is set to false. A deleted
+    /// Database takes its volume and data with it (unless spec.storage.reclaimPolicy is
+    /// Retain), and a deleted namespace deletes its Databases: this guards both. It does not
+    /// guard against deleting the CustomResourceDefinition, which removes every Database
+    /// without asking each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_protection: Option<bool>,
 }
 
 impl DatabaseSpec {
@@ -160,6 +169,7 @@ impl DatabaseSpec {
             upgrade: None,
             backup: None,
             restore_from: None,
+            deletion_protection: None,
         }
     }
 

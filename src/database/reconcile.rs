@@ -43,7 +43,7 @@ use super::status::{self, Blocker};
 use super::upgrade::{self, Plan};
 use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseStatus, UpgradeState};
 use crate::engine::{self, Engine};
-use crate::resources::meta::{is_controlled_by, selector};
+use crate::resources::meta::{instance_selector, is_controlled_by};
 use crate::resources::restore::restored;
 use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
 
@@ -255,7 +255,7 @@ impl DatabaseReconciler {
         }
         let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(self.writer.client().clone(), namespace);
-        let selector: Vec<String> = selector(db).iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let selector: Vec<String> = instance_selector(db).iter().map(|(k, v)| format!("{k}={v}")).collect();
         let listed = api
             .list(&ListParams::default().labels(&selector.join(",")))
             .await

@@ -2,9 +2,11 @@
 //! controller ownerReference to the resource it belongs to; and how a live object tells whose
 //! it is.
 //!
-//! - The labels of a Database's children and pods: `app` (the selector: immutable in a
-//!   Deployment, so it never changes) and the recommended `app.kubernetes.io` ones, with
+//! - The labels of a Database's children and pods: `app` (the Deployment's selector: immutable
+//!   in a Deployment, so it never changes) and the recommended `app.kubernetes.io` ones, with
 //!   `managed-by=database-operator`, which the operator's caches select on ([`LABEL_SELECTOR`]).
+//!   The Service selects the pods, and a retained child is recognised, by `instance` and
+//!   `managed-by` ([`instance_selector`]), never by a bare `app`.
 //! - A controller ownerReference lets the garbage collector delete a child with its owner and
 //!   tells any controller that the owner manages it; [`is_controlled_by`] is the only test of
 //!   ownership the controllers use, but for the children a Database leaves behind when
@@ -19,6 +21,12 @@ use crate::api::Database;
 
 /// The field manager of every write, and the `app.kubernetes.io/managed-by` label.
 pub const MANAGER: &str = "database-operator";
+
+/// The label that says who manages an object.
+pub(crate) const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// The label that names the Database an object belongs to.
+pub(crate) const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
 /// The label selector of the children's caches: only what the operator made.
 pub(crate) const LABEL_SELECTOR: &str = "app.kubernetes.io/managed-by=database-operator";
@@ -59,15 +67,27 @@ pub(crate) fn labels(db: &Database) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app".to_string(), name.clone()),
         ("app.kubernetes.io/name".to_string(), "database".to_string()),
-        ("app.kubernetes.io/instance".to_string(), name),
+        (INSTANCE_LABEL.to_string(), name),
         ("app.kubernetes.io/component".to_string(), "database".to_string()),
-        ("app.kubernetes.io/managed-by".to_string(), MANAGER.to_string()),
+        (MANAGED_BY_LABEL.to_string(), MANAGER.to_string()),
     ])
 }
 
-/// The selector of a Database's pods.
+/// The Deployment's selector of its pods: `app=<name>`, as the first version set it (a
+/// Deployment's selector cannot change). Its ReplicaSets add their own `pod-template-hash`, so
+/// they adopt no pod another controller made with the same `app`.
 pub(crate) fn selector(db: &Database) -> BTreeMap<String, String> {
     BTreeMap::from([("app".to_string(), db.metadata.name.clone().unwrap_or_default())])
+}
+
+/// What tells a Database's pods from any other pod: its instance and the operator's
+/// managed-by label. The Service selects with it (a pod that merely carries `app=<name>`,
+/// another team's say, gets no database traffic), and so does the reconcile's look at pods.
+pub(crate) fn instance_selector(db: &Database) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (INSTANCE_LABEL.to_string(), db.metadata.name.clone().unwrap_or_default()),
+        (MANAGED_BY_LABEL.to_string(), MANAGER.to_string()),
+    ])
 }
 
 /// The controller ownerReference to `owner`.
@@ -95,14 +115,17 @@ pub(crate) fn child_of(db: &Database, name: String) -> ObjectMeta {
 
 /// Whether the object with metadata `live` is `db`'s: controlled by it, or (retained: the claim
 /// and the generated Secret of `reclaimPolicy: Retain`) owned by nobody and labelled as a child
-/// of a Database of this name. An object another controller owns is foreign.
+/// of a Database of this name by the operator ([`instance_selector`]'s labels; a bare
+/// `app=<name>`, which anyone may set by accident, is not enough). An object another controller
+/// owns is foreign.
 pub(crate) fn is_ours(live: &ObjectMeta, db: &Database) -> bool {
     let controlled_by_other = live
         .owner_references
         .iter()
         .flatten()
         .any(|r| r.controller == Some(true) && Some(&r.uid) != db.metadata.uid.as_ref());
-    let labelled = live.labels.as_ref().is_some_and(|l| l.get("app") == db.metadata.name.as_ref());
+    let labels = live.labels.as_ref();
+    let labelled = instance_selector(db).iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
     !controlled_by_other && labelled
 }
 
@@ -129,5 +152,32 @@ mod tests {
         assert_ne!(derived_name(&other, "20261203120000"), name, "a shared start makes two names");
         let dashed = format!("{}-{}", "a".repeat(40), "b".repeat(40));
         assert!(!derived_name(&dashed, "pre-upgrade-0123456789").contains("--"));
+    }
+
+    #[test]
+    fn an_object_owned_by_nobody_is_ours_by_the_operators_labels_never_by_a_bare_app() {
+        let mut db = Database::new("orders", crate::api::DatabaseSpec::new(crate::api::Size::Small, "postgres:17"));
+        db.metadata.uid = Some("uid-1".into());
+        let with = |labels: &[(&str, &str)]| ObjectMeta {
+            labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            ..Default::default()
+        };
+        assert!(!is_ours(&with(&[("app", "orders")]), &db), "anyone may label a claim app=orders");
+        assert!(!is_ours(&with(&[("app", "orders"), (INSTANCE_LABEL, "orders")]), &db));
+        assert!(is_ours(&with(&[(INSTANCE_LABEL, "orders"), (MANAGED_BY_LABEL, MANAGER)]), &db));
+        assert!(!is_ours(&with(&[(INSTANCE_LABEL, "payments"), (MANAGED_BY_LABEL, MANAGER)]), &db));
+        let mut owned = with(&[(INSTANCE_LABEL, "orders"), (MANAGED_BY_LABEL, MANAGER)]);
+        owned.owner_references =
+            Some(vec![OwnerReference { controller: Some(true), uid: "uid-2".into(), ..Default::default() }]);
+        assert!(!is_ours(&owned, &db), "another controller's");
+        // The Service selects the same labels; the Deployment keeps its first selector.
+        assert_eq!(
+            instance_selector(&db),
+            BTreeMap::from([
+                (INSTANCE_LABEL.to_string(), "orders".to_string()),
+                (MANAGED_BY_LABEL.to_string(), MANAGER.to_string()),
+            ])
+        );
+        assert!(instance_selector(&db).iter().all(|(k, v)| labels(&db).get(k) == Some(v)), "the pods carry them");
     }
 }

@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube_core::ObjectMeta;
 
-use super::meta::{child_of, labels, selector};
+use super::meta::{child_of, instance_selector, labels, selector};
 use super::{claim, secret};
 use crate::api::Database;
 use crate::engine::{self, Engine};
@@ -191,7 +191,7 @@ pub(crate) fn service(db: &Database) -> Service {
     Service {
         metadata: child_of(db, name(db)),
         spec: Some(ServiceSpec {
-            selector: Some(selector(db)),
+            selector: Some(instance_selector(db)),
             ports: Some(vec![ServicePort {
                 name: Some(port_name.into()),
                 port,
@@ -324,6 +324,9 @@ mod tests {
 
     /// A Database without an engine is byte-for-byte what it was before engines existed: the
     /// JSON below was printed by the operator of that time (commit 8e2cebb) for this Database.
+    /// But for the Service's selector: the operator's instance and managed-by labels, not the
+    /// bare `app` any pod may carry (a Service's selector changes in place, and the pods have
+    /// carried both labels since then).
     #[test]
     fn a_generic_database_s_children_are_byte_for_byte_those_from_before_engines() {
         let db = database(Size::Medium);
@@ -331,6 +334,12 @@ mod tests {
             serde_json::to_string(&deployment(&db)).unwrap(),
             include_str!("testdata/generic-deployment.json").trim()
         );
-        assert_eq!(serde_json::to_string(&service(&db)).unwrap(), include_str!("testdata/generic-service.json").trim());
+        let selector =
+            r#""selector":{"app.kubernetes.io/instance":"orders","app.kubernetes.io/managed-by":"database-operator"}"#;
+        let before = include_str!("testdata/generic-service.json").trim();
+        assert_eq!(
+            serde_json::to_string(&service(&db)).unwrap(),
+            before.replace(r#""selector":{"app":"orders"}"#, selector)
+        );
     }
 }

@@ -8,9 +8,9 @@
 //!   redis.
 //! - A backup whose dump is killed half-way: that attempt fails, the Job's next attempt dumps
 //!   again, and the backup completes only with a dump that restores every row.
-//! - The node's container runtime (containerd) killed and started again under a running
-//!   Database: the server keeps running (the same container, no restart), the Database stays
-//!   Ready, and a new pod starts and reads the rows.
+//! - The node's container runtime (containerd) killed and started again under running
+//!   Databases: each server keeps running (the same container, no restart), each Database
+//!   stays Ready, and new pods start and read the rows; postgres, MariaDB, redis.
 //! - A data volume that fills (a tmpfs of 96 or 192 MiB behind a local PersistentVolume): the client
 //!   is refused in the engine's words; postgres's Database says `VolumeFull` with the
 //!   engine's line; once the file system grows, every engine accepts writes again with every
@@ -233,18 +233,32 @@ fn plane() -> String {
 
 /// Every place on the real node: no other test's pod starts while containerd is down.
 #[tokio::test]
-async fn a_database_keeps_running_and_serving_its_rows_when_the_container_runtime_restarts() {
+async fn every_engine_keeps_running_and_serving_its_rows_when_the_container_runtime_restarts() {
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::create_restricted(&client, "runtime", Nodes::Real(8)).await;
     let _operator = Operator::start(&client, &ns.name);
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
-    postgres(&databases, "orders", None).await;
-    let read = reaching(PG_READ);
-    client_pod(&client, &ns.name, "write", images::POSTGRES, "orders-credentials", &reaching(PG_WRITE)).await;
-    let written = client_pod(&client, &ns.name, "read", images::POSTGRES, "orders-credentials", &read).await;
-    let before = database_container(&database_pod(&pods, "orders").await).unwrap();
+    let engines = [
+        ("postgres", EngineKind::Postgres, images::POSTGRES, PG_WRITE.to_string(), PG_READ.to_string()),
+        ("mariadb", EngineKind::Mariadb, images::MARIADB, mysql_write("mariadb"), mysql_read("mariadb")),
+        ("redis", EngineKind::Redis, images::REDIS, REDIS_WRITE.to_string(), REDIS_READ.to_string()),
+    ];
+    for (name, engine, image, ..) in &engines {
+        let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
+        databases.create(&PostParams::default(), &db).await.unwrap();
+    }
+    let (client, databases, pods, ns) = (&client, &databases, &pods, &ns.name);
+    let before = futures::future::join_all(engines.iter().map(|(name, _, image, write, read)| async move {
+        ready(databases, name).await;
+        let secret = format!("{name}-credentials");
+        client_pod(client, ns, &format!("{name}-write"), image, &secret, &reaching(write)).await;
+        let written = client_pod(client, ns, &format!("{name}-read"), image, &secret, &reaching(read)).await;
+        assert!(written.starts_with("1000"), "{name}: {written}");
+        (written, database_container(&database_pod(pods, name).await).unwrap())
+    }))
+    .await;
 
     let restarted_at = Instant::now();
     let restart = std::process::Command::new("hack/control-plane.sh")
@@ -254,20 +268,27 @@ async fn a_database_keeps_running_and_serving_its_rows_when_the_container_runtim
         .unwrap();
     assert!(restart.status.success(), "{}", String::from_utf8_lossy(&restart.stderr));
 
-    // A new pod runs (the runtime serves the kubelet again) and reads every row.
-    let read_again = client_pod(&client, &ns.name, "read-again", images::POSTGRES, "orders-credentials", &read).await;
-    let new_pod_after = restarted_at.elapsed();
-    assert_eq!(read_again, written, "the rows, from the same server");
-    let after = database_container(&database_pod(&pods, "orders").await).unwrap();
-    assert_eq!(after, before, "the same container, never restarted");
-    let db = databases.get("orders").await.unwrap();
-    assert_eq!(db.status.unwrap().phase, Some(Phase::Ready));
-    eprintln!(
-        "[figure] containerd restarted: the server's container the same (restarts {}), a new pod read {} rows {:.0} s after the restart",
-        after.1,
-        read_again.split('|').next().unwrap_or_default(),
-        new_pod_after.as_secs_f64()
-    );
+    // New pods run (the runtime serves the kubelet again) and read every row, from the same
+    // servers.
+    let engines_before = engines.iter().zip(before);
+    futures::future::join_all(engines_before.map(|((name, _, image, _, read), (written, container))| async move {
+        let secret = format!("{name}-credentials");
+        let read_again = client_pod(client, ns, &format!("{name}-read-again"), image, &secret, &reaching(read)).await;
+        let new_pod_after = restarted_at.elapsed();
+        assert_eq!(read_again, written, "{name}: the rows, from the same server");
+        let after = database_container(&database_pod(pods, name).await).unwrap();
+        assert_eq!(after, container, "{name}: the same container, never restarted");
+        let db = databases.get(name).await.unwrap();
+        assert_eq!(db.status.unwrap().phase, Some(Phase::Ready), "{name}");
+        eprintln!(
+            "[figure] containerd restarted: {name}'s container the same (restarts {}), a new pod read {} rows {:.0} s \
+             after the restart",
+            after.1,
+            read_again.split(['|', ' ', '\t']).next().unwrap_or_default(),
+            new_pod_after.as_secs_f64()
+        );
+    }))
+    .await;
 }
 
 /// Rows of 64 KiB of random hex inserted one transaction at a time (keys, for redis) until

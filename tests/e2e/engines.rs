@@ -277,7 +277,9 @@ async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
 #[tokio::test]
 async fn a_foreign_claim_of_the_same_name_is_left_alone_and_reported() {
     let f = fixture("foreign-claim", Nodes::Kwok).await;
-    let foreign = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "orders-data"},
+    // Labelled `app: orders` by its own team: a bare `app` does not make it the operator's.
+    let foreign = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "orders-data", "labels": {"app": "orders"}},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "5Gi"}}}});
     let claims: Api<PersistentVolumeClaim> = f.api();
     claims.create(&PostParams::default(), &serde_json::from_value(foreign).unwrap()).await.unwrap();

@@ -13,6 +13,7 @@ mod leader;
 mod operator;
 mod plane;
 mod priority;
+mod protection;
 mod rbac;
 mod shutdown;
 mod throttling;

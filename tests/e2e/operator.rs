@@ -10,7 +10,8 @@ use database_operator::api::{Database, DatabaseSpec, DatabaseStatus, Phase, Size
 use database_operator::operator::{self, Options};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event;
 use kube_client::Client;
 use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -127,6 +128,50 @@ async fn valid_database_gets_its_children_and_becomes_ready() {
     let port = &container.ports.unwrap()[0];
     assert_eq!((port.container_port, port.name.as_deref()), (8080, Some("http")));
     assert_eq!(service.spec.unwrap().ports.unwrap()[0].port, 8080);
+    operator.stop().await;
+}
+
+/// Another team's pods that carry `app=orders` by accident get none of Database orders's
+/// traffic: its Service selects the operator's instance and managed-by labels, so its
+/// endpoints hold the Database's pod alone.
+#[tokio::test]
+async fn pods_that_merely_carry_app_name_get_no_traffic_of_the_databases_service() {
+    let f = fixture("spoof").await;
+    let other = json!({"metadata": {"name": "other"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "orders", "team": "other"}},
+        "template": {"metadata": {"labels": {"app": "orders", "team": "other"}},
+                     "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
+    f.deployments.create(&PostParams::default(), &serde_json::from_value(other).unwrap()).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(f.client.clone(), &f.ns.name);
+    let ready_pod_ip = |selector: &'static str| {
+        let pods = pods.clone();
+        async move {
+            wait_until(&format!("a Ready pod {selector} with an IP"), CONVERGE, || async {
+                let listed = pods.list(&ListParams::default().labels(selector)).await.ok()?.items;
+                let status = listed.into_iter().next()?.status?;
+                let ready = status.conditions?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+                ready.then_some(status.pod_ip?)
+            })
+            .await
+        }
+    };
+    let foreign_ip = ready_pod_ip("team=other").await;
+
+    let operator = RunningOperator::start(&f.client, &f.ns.name, 2);
+    f.create(&database("orders", Size::Small, "postgres:17")).await;
+    f.wait_for_phase("orders", Phase::Ready).await;
+    let ip = ready_pod_ip("app.kubernetes.io/instance=orders").await;
+    assert_ne!(ip, foreign_ip);
+    // Once the endpoints show the Database's pod, they were computed with both pods Ready.
+    let slices: Api<EndpointSlice> = Api::namespaced(f.client.clone(), &f.ns.name);
+    let addresses = wait_until("the Service's endpoints to show the Database's pod", CONVERGE, || async {
+        let listed = slices.list(&ListParams::default().labels("kubernetes.io/service-name=orders")).await.ok()?;
+        let addresses: Vec<String> =
+            listed.items.into_iter().flat_map(|s| s.endpoints).flat_map(|e| e.addresses).collect();
+        addresses.contains(&ip).then_some(addresses)
+    })
+    .await;
+    assert_eq!(addresses, [ip], "the other team's pod ({foreign_ip}) is not behind the Database's Service");
     operator.stop().await;
 }
 

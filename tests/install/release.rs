@@ -1,6 +1,6 @@
-//! `hack/release.sh VERSION`: install.yaml is what `kubectl kustomize manifests/` renders with
-//! the image pinned by the digest of the image archive it writes beside it, and the packaged
-//! chart defaults to the same image.
+//! `hack/release.sh VERSION`: crds.yaml and install.yaml are what `kubectl kustomize
+//! manifests/` renders with the image pinned by the digest of the image archive it writes
+//! beside them, the CRDs alone in crds.yaml; the packaged chart defaults to the same image.
 
 use crate::{run, user_command};
 
@@ -31,12 +31,26 @@ fn the_release_pins_the_image_by_the_digest_of_its_archive_in_install_yaml_and_t
     assert_eq!(format!("sha256:{}", &manifest[..64]), digest, "the manifest blob hashes to its digest");
     let pinned = format!("registry.example/team/database-operator@{digest}");
 
-    // install.yaml: the manifests, but for the image.
-    let install = std::fs::read_to_string(dist.join("install.yaml")).unwrap();
+    // crds.yaml and install.yaml: the manifests, but for the image, split in two: the CRDs
+    // alone in crds.yaml, so that deleting install.yaml deletes no Database.
+    let documents = |file: &str| {
+        let text = std::fs::read_to_string(dist.join(file)).unwrap();
+        let body: String = text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+        body.split("---\n").map(str::to_string).collect::<Vec<_>>()
+    };
+    let (crds, install) = (documents("crds.yaml"), documents("install.yaml"));
+    let kind =
+        |document: &String| document.lines().find_map(|l| l.strip_prefix("kind: ")).unwrap_or_default().to_string();
+    assert_eq!(crds.iter().map(kind).collect::<Vec<_>>(), ["CustomResourceDefinition"; 2]);
+    assert!(!install.iter().any(|d| kind(d) == "CustomResourceDefinition"), "install.yaml holds a CRD");
     let (manifests, _) = run("kubectl", &["kustomize", concat!(env!("CARGO_MANIFEST_DIR"), "/manifests")], None);
-    let body: String = install.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
-    assert_eq!(body, manifests.replace(&format!("localhost/database-operator:{version}"), &pinned));
-    assert!(install.contains(&format!("image: {pinned}\n")));
+    let manifests = manifests.replace(&format!("localhost/database-operator:{version}"), &pinned);
+    let mut released: Vec<_> = crds.into_iter().chain(install.iter().cloned()).collect();
+    let mut expected: Vec<_> = manifests.split("---\n").map(str::to_string).collect();
+    released.sort();
+    expected.sort();
+    assert_eq!(released, expected, "crds.yaml and install.yaml together are the manifests");
+    assert!(install.iter().any(|d| d.contains(&format!("image: {pinned}\n"))));
 
     // The chart: its default render names the same image.
     let chart = dist.join(format!("database-operator-{version}.tgz"));
@@ -44,6 +58,6 @@ fn the_release_pins_the_image_by_the_digest_of_its_archive_in_install_yaml_and_t
     assert!(rendered.contains(&format!("image: {pinned}\n")), "{rendered}");
 
     let (sums, _) = run("sh", &["-c", &format!("cd '{}' && sha256sum --check SHA256SUMS", dist.display())], None);
-    assert_eq!(sums.lines().filter(|l| l.ends_with(": OK")).count(), 3, "{sums}");
+    assert_eq!(sums.lines().filter(|l| l.ends_with(": OK")).count(), 4, "{sums}");
     std::fs::remove_dir_all(dist).unwrap();
 }
