@@ -335,7 +335,8 @@ async fn foreign_service_of_the_same_name_blocks_the_database_until_it_goes() {
     f.services.delete("orders", &DeleteParams::default()).await.unwrap();
     f.wait_for_phase("orders", Phase::Ready).await;
     let service = f.services.get("orders").await.unwrap();
-    assert_eq!(service.spec.unwrap().selector.unwrap()["app"], "orders");
+    let selector = service.spec.unwrap().selector.unwrap();
+    assert_eq!(selector.get("app.kubernetes.io/instance").map(String::as_str), Some("orders"), "{selector:?}");
     operator.stop().await;
 }
 
