@@ -58,9 +58,11 @@ pub struct RunArgs {
     #[arg(long, env = "KUBE_CONTEXT", global = true)]
     pub context: Option<String>,
 
-    /// Watch and manage Databases in this namespace only (default: all namespaces).
-    #[arg(long, env = "WATCH_NAMESPACE", global = true)]
-    pub namespace: Option<String>,
+    /// Watch and manage Databases in these namespaces only, comma-separated or repeated
+    /// (default: all namespaces). Each is listed and watched apart, so a Role in each is grant
+    /// enough.
+    #[arg(long, env = "WATCH_NAMESPACE", global = true, value_delimiter = ',', value_name = "NAMESPACE")]
+    pub namespace: Vec<String>,
 
     /// Number of Databases reconciled in parallel.
     #[arg(long, env = "WORKERS", default_value_t = 2, global = true)]

@@ -64,6 +64,9 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
     // Events too, with the same limits and a bucket of their own (as controller-runtime's
     // recorder has its own client): a burst of events never delays a reconcile, nor the reverse.
     let events_client = client::from_config(config.clone(), limits, &request_metrics)?;
+    // The reviews of /metrics callers too, with a small budget of their own: a flood of
+    // made-up tokens spends it, never the reconciles'.
+    let review_client = client::from_config(config.clone(), operator::REVIEW_LIMITS, &request_metrics)?;
     let client = client::from_config(config, limits, &request_metrics)?;
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
@@ -83,7 +86,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         config.validate()?;
     }
     let options = operator::Options {
-        namespace: args.namespace.clone(),
+        namespaces: args.namespace.clone(),
         workers: args.workers,
         priority_queue: args.priority_queue,
         resync_period: (!args.resync_period.is_zero()).then_some(args.resync_period),
@@ -103,6 +106,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         leader_election,
         lease_client,
         events_client: Some(events_client),
+        review_client: Some(review_client),
         request_metrics: Some(request_metrics),
         rollout_marker: args.bench_rollout_marker.clone().filter(|marker| !marker.is_empty()),
     };

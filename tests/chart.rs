@@ -4,7 +4,7 @@
 //! A release named `database-operator` in `database-operator-system`, with the default values,
 //! renders the objects of `kubectl kustomize manifests/` (except its Namespace: Helm installs into
 //! a namespace that exists), with the same content once Helm's own labels and the CRD's keep
-//! annotation are taken off. The values that change the render (`watchNamespace`, `crds.install`,
+//! annotation are taken off. The values that change the render (`watchNamespaces`, `crds.install`,
 //! `image.digest`, ...) are checked against the manifests they stand for.
 //!
 //! These tests run the helm CLI named by `HELM` (`hack/helm.sh` builds it; `hack/test.sh` sets it)
@@ -122,33 +122,52 @@ fn crds_install_false_renders_no_crd() {
 }
 
 #[test]
-fn deletion_protection_policy_false_renders_no_admission_policy() {
-    let kinds = |chart: &[Value]| {
-        chart.iter().filter(|o| o["kind"].as_str().unwrap().starts_with("ValidatingAdmission")).count()
+fn each_admission_policy_is_left_out_when_its_value_is_false() {
+    let names = |chart: &[Value]| {
+        chart
+            .iter()
+            .filter(|o| o["kind"].as_str().unwrap().starts_with("ValidatingAdmission"))
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
     };
-    assert_eq!(kinds(&render(&[])), 2, "the policy and its binding, by default");
-    assert_eq!(kinds(&render(&["--set", "deletionProtection.policy=false"])), 0);
+    let both = names(&render(&[]));
+    assert_eq!(both.len(), 4, "two policies and their bindings, by default: {both:?}");
+    let limits = names(&render(&["--set", "deletionProtection.policy=false"]));
+    assert_eq!(limits, ["database-operator-limits"; 2], "{limits:?}");
+    let protection = names(&render(&["--set", "operatorLimits.policy=false"]));
+    assert_eq!(protection, ["database-operator-deletion-protection"; 2], "{protection:?}");
 }
 
 #[test]
-fn watch_namespace_turns_the_operators_cluster_role_into_a_role_in_that_namespace() {
-    let chart = render(&["--set", "watchNamespace=team-a"]);
-    for (kind, file) in [("Role", "role.yaml"), ("RoleBinding", "role_binding.yaml")] {
-        let rendered = find(&chart, kind, "database-operator")
-            .unwrap_or_else(|| panic!("watchNamespace=team-a renders no {kind} database-operator"));
-        // The files of manifests/rbac/namespaced/ have no namespace: `kubectl apply -n` sets it.
-        let mut expected = manifest(&format!("manifests/rbac/namespaced/{file}"));
-        expected["metadata"]["namespace"] = Value::from("team-a");
-        assert_same_object(&format!("{kind} database-operator"), &expected, rendered);
+fn watch_namespaces_turn_the_operators_cluster_role_into_a_role_in_each() {
+    let chart = render(&["--set", "watchNamespaces={team-a,team-b}"]);
+    for namespace in ["team-a", "team-b"] {
+        for (kind, file) in [("Role", "role.yaml"), ("RoleBinding", "role_binding.yaml")] {
+            let rendered = chart
+                .iter()
+                .find(|o| {
+                    o["kind"] == kind
+                        && o["metadata"]["name"] == "database-operator"
+                        && o["metadata"]["namespace"] == namespace
+                })
+                .unwrap_or_else(|| panic!("watchNamespaces renders no {kind} database-operator in {namespace}"));
+            // The files of manifests/rbac/namespaced/ have no namespace: `kubectl apply -n` sets it.
+            let mut expected = manifest(&format!("manifests/rbac/namespaced/{file}"));
+            expected["metadata"]["namespace"] = Value::from(namespace);
+            assert_same_object(&format!("{kind} database-operator in {namespace}"), &expected, rendered);
+        }
     }
     for kind in ["ClusterRole", "ClusterRoleBinding"] {
-        assert!(find(&chart, kind, "database-operator").is_none(), "watchNamespace=team-a still renders a {kind}");
+        assert!(find(&chart, kind, "database-operator").is_none(), "watchNamespaces still renders a {kind}");
     }
     let args = manager_args(&chart);
-    assert!(args.iter().any(|arg| arg == "--namespace=team-a"), "{args:?}");
+    assert!(args.iter().any(|arg| arg == "--namespace=team-a,team-b"), "{args:?}");
     // Leader election keeps its Lease in the operator's own namespace, whatever it watches.
     let lease_role = find(&chart, "Role", "database-operator-leader-election").expect("the Lease Role");
     assert_eq!(lease_role["metadata"]["namespace"], "database-operator-system");
+    // A namespace that is not a DNS label is refused by the values' schema.
+    let refused = render_error(&["--set", "watchNamespaces={Team_A}"]);
+    assert!(refused.contains("watchNamespaces"), "{refused}");
 }
 
 #[test]

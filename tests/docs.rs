@@ -354,7 +354,9 @@ fn every_set_in_the_docs_names_a_chart_value() {
     let mut seen = 0;
     for (document, text) in documents() {
         for (at, _) in text.match_indices("--set ") {
+            // A shell-quoted assignment (`'list={a,b}'`) is read without its quote.
             let assignment = text[at + "--set ".len()..].split_whitespace().next().unwrap_or("");
+            let assignment = assignment.trim_start_matches(['\'', '"']);
             let Some((key, _)) = assignment.split_once('=') else {
                 problems.push(format!("{document}: `--set {assignment}` has no key=value"));
                 continue;
@@ -420,7 +422,7 @@ fn bound_roles() -> Rules {
 fn the_rbac_readme_lists_exactly_the_verbs_of_the_roles_the_operator_is_bound_to() {
     let where_ = "manifests/rbac/README.md, the operator's rules";
     let readme = read("manifests/rbac/README.md");
-    let rows = table(&readme, &["role", "API group", "resources", "verbs"], where_);
+    let rows = table(&readme, &["role", "API group", "resources", "verbs", "why", "code"], where_);
     let mut documented = Rules::new();
     let mut role = String::new();
     for row in &rows {
@@ -435,6 +437,12 @@ fn the_rbac_readme_lists_exactly_the_verbs_of_the_roles_the_operator_is_bound_to
             _ => panic!("{where_}: cannot read the resources cell {:?}", row[2]),
         };
         let verbs = row[3].split(',').map(|verb| verb.trim().to_string()).collect();
+        // The code that needs the rule: files of the repository.
+        let files: Vec<&str> = code_spans(&row[5]).into_iter().filter(|span| span.ends_with(".rs")).collect();
+        assert!(!files.is_empty(), "{where_}: the rule {:?} names no code that needs it", row[2]);
+        for file in files {
+            assert!(repository().join(file).is_file(), "{where_}: {file} (for {:?}) is not a file", row[2]);
+        }
         documented.insert((role.clone(), group, resource, names), verbs);
     }
     let granted = bound_roles();

@@ -101,10 +101,12 @@ pub struct BackupStatus {
 
     /// The image the dump ran with (the Database's image when the backup began).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub image: Option<String>,
 
     /// The claim that keeps the dump.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub claim_name: Option<String>,
 
     /// When the dump started.
@@ -117,6 +119,7 @@ pub struct BackupStatus {
 
     /// Why the backup failed or waits, in words for a kubectl user.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32768))]
     pub message: Option<String>,
 
     /// The latest observations, in the standard Kubernetes condition format ("Complete",

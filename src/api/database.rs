@@ -106,8 +106,9 @@ pub struct DatabaseSpec {
     /// - large: requests 1 CPU and 4Gi memory, limits 2 CPU and 8Gi memory.
     pub size: Size,
 
-    /// Container image of the database server, for example "postgres:17". Must not be empty.
-    #[schemars(length(min = 1))]
+    /// Container image of the database server, for example "postgres:17". Must not be empty;
+    /// at most 1024 characters.
+    #[schemars(length(min = 1, max = 1024))]
     pub image: String,
 
     /// The database engine the image runs: postgres, mysql, mariadb or redis. With an engine
@@ -284,15 +285,18 @@ pub struct DatabaseStatus {
     /// The Secret holding the credentials (Databases with an engine): the generated
     /// "<name>-credentials", or spec.credentials.secretName.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub secret_name: Option<String>,
 
     /// Where clients connect, as host:port: the Service's name in the cluster and the engine's
     /// port (Databases with an engine).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
     pub endpoint: Option<String>,
 
     /// The image that last became Ready.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub current_image: Option<String>,
 
     /// The upgrade from currentImage to spec.image, while they differ.
@@ -301,7 +305,16 @@ pub struct DatabaseStatus {
 
     /// The DatabaseBackup this Database was restored from, once its restored server was Ready.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub restored_from: Option<String>,
+
+    /// The uid of the claim that holds this Database's data (Databases with an engine),
+    /// recorded when the Database first has it: a claim of that name with another uid is never
+    /// adopted, and a lost one is not made again empty. Removing this field accepts the claim
+    /// there now (or a new, empty one).
+    #[serde(rename = "claimUID", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub claim_uid: Option<String>,
 
     /// The time of the last scheduled backup (spec.backup.schedule).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -9,7 +9,7 @@
 //!   `upgrade.rs`), backups on a schedule and a restore ([`BackupSchedule`], [`RestoreFrom`],
 //!   `schedule.rs`).
 //! - [`DatabaseBackup`] (`dbbackup`): a logical dump of a Database (`backup.rs`).
-//! - [`crd`], [`crd_yaml`], [`backup_crd_yaml`]: the CRDs as the apiserver gets them, with the
+//! - [`crd`], [`crd_yaml`], [`backup_crd`], [`backup_crd_yaml`]: the CRDs as the apiserver gets them, with the
 //!   rules the schema and CEL check at `kubectl apply` (`crd.rs`).
 //! - [`index`]: the indices the controllers find each other's objects by.
 //!
@@ -31,7 +31,7 @@ mod storage;
 mod upgrade;
 
 pub use backup::*;
-pub use crd::{CRD_YAML_HEADER, backup_crd_yaml, crd, crd_yaml};
+pub use crd::{CRD_YAML_HEADER, backup_crd, backup_crd_yaml, crd, crd_yaml};
 pub use credentials::Credentials;
 pub use database::*;
 pub use engine::EngineKind;

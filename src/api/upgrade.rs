@@ -16,7 +16,7 @@ pub struct UpgradeSpec {
     /// How long a new image has to become Ready before the upgrade has failed, as a duration
     /// such as "10m" or "90s". Default: 10m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    #[schemars(length(max = 32), regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
     pub timeout: Option<String>,
 
     /// What a failed upgrade does. One of:
@@ -54,8 +54,10 @@ pub enum UpgradePolicy {
 #[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
 pub struct UpgradeStatus {
     /// The image that was Ready before.
+    #[schemars(length(max = 1024))]
     pub from: String,
     /// The image of spec.image.
+    #[schemars(length(max = 1024))]
     pub to: String,
     /// When the upgrade began (the operator first saw spec.image differ from the Ready image).
     pub start_time: Time,

@@ -55,14 +55,8 @@ impl DatabaseReconciler {
         let claim = claim::claim_name(db);
         if self.stores.claims.get(&pass.key(&claim)).is_some_and(|c| claim::is_ours(&c, db)) {
             // The cache may lag behind a Secret just created: the apiserver decides.
-            let api: Api<k8s_openapi::api::core::v1::Secret> =
-                Api::namespaced(self.writer.client().clone(), db.metadata.namespace.as_deref().unwrap_or_default());
-            let live = api
-                .get_metadata_opt(&name)
-                .await
-                .map_err(|source| Error::Read { what: format!("Secret {name}"), source })?;
-            return match live {
-                Some(live) if is_ours(&live.metadata, db) => Ok(()),
+            return match self.uncached::<k8s_openapi::api::core::v1::Secret>(db, &name).await? {
+                Some(live) if is_ours(&live, db) => Ok(()),
                 Some(_) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
                 None => Err(Blocker::CredentialsLost { secret: name, claim }.into()),
             };
@@ -82,7 +76,8 @@ impl DatabaseReconciler {
 
     /// The data claim: written where it differs (it grows, never shrinks). A claim of that name
     /// that is not the Database's blocks it, and so does one that waits for a StorageClass
-    /// that does not exist.
+    /// that does not exist. Once its uid is recorded (`status.claimUID`), a claim that is gone
+    /// is not made again and one with another uid is not adopted: both block the Database.
     pub(super) async fn volume(&self, pass: &mut Pass<'_>) -> Step {
         let db = pass.db;
         let name = claim::claim_name(db);
@@ -90,10 +85,31 @@ impl DatabaseReconciler {
         if live.as_deref().is_some_and(|claim| !claim::is_ours(claim, db)) {
             return Err(Blocker::NotOwned { kind: "PersistentVolumeClaim", name }.into());
         }
+        // The claim the data lives on, once recorded, is the only one: never a new, empty one
+        // in its place, nor another that carries its name and labels.
+        if let Some(uid) = db.status.as_ref().and_then(|s| s.claim_uid.clone()) {
+            let found = match &live {
+                Some(claim) => claim.metadata.uid.clone(),
+                // The cache may lag behind the claim just created: the apiserver decides.
+                None => self
+                    .uncached::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(db, &name)
+                    .await?
+                    .and_then(|claim| claim.uid),
+            };
+            let database = pass.name();
+            match found {
+                None => return Err(Blocker::ClaimLost { database, claim: name, uid }.into()),
+                Some(found) if found != uid => {
+                    return Err(Blocker::ClaimReplaced { database, claim: name, uid, found }.into());
+                }
+                Some(_) => {}
+            }
+        }
         let desired = claim::claim(db, live.as_deref());
         let step = self.ensure(db, desired, live, |claim: &PersistentVolumeClaimView| claim::is_ours(claim, db)).await;
         pass.report.writes("Database", &[("PersistentVolumeClaim", &name, &wrote(&step))]);
         let (written, _) = step?;
+        pass.claim_uid = written.metadata.uid.clone();
         match self.missing_storage_class(db, &written).await? {
             Some(blocker) => Err(blocker.into()),
             None => Ok(()),
@@ -136,6 +152,23 @@ impl DatabaseReconciler {
         pass.deployment = Some(deployment);
         service.transpose()?;
         Ok(())
+    }
+
+    /// The metadata of `db`'s sibling `name` of kind `K` as the apiserver has it now, for a
+    /// child the cache does not show (it may lag behind one just created).
+    async fn uncached<K>(&self, db: &Database, name: &str) -> Result<Option<kube_core::ObjectMeta>, Error>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + k8s_openapi::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + Debug,
+    {
+        let api: Api<K> =
+            Api::namespaced(self.writer.client().clone(), db.metadata.namespace.as_deref().unwrap_or_default());
+        let live = api.get_metadata_opt(name).await;
+        let what = format!("{} {name}", <K as k8s_openapi::Resource>::KIND);
+        Ok(live.map_err(|source| Error::Read { what, source })?.map(|live| live.metadata))
     }
 
     /// Brings one child to `desired` ([`Writer::ensure`](operator_runtime::write::Writer::ensure)):

@@ -155,6 +155,8 @@ pub(super) struct Pass<'a> {
     pub(super) restore: Restore,
     /// The Deployment as the workload phase wrote or found it.
     pub(super) deployment: Option<Arc<DeploymentView>>,
+    /// The uid of the data claim as the volume phase wrote or found it: `status.claimUID`.
+    pub(super) claim_uid: Option<String>,
     pub(super) report: Report,
 }
 
@@ -184,6 +186,7 @@ impl DatabaseReconciler {
             plan: Plan::steady(&db.spec.image),
             restore: restore::restore(db, &self.stores.backups, &self.stores.claims),
             deployment: None,
+            claim_uid: None,
             report: Report::default(),
         };
         let outcome = self.run(&mut pass).await;
@@ -200,6 +203,9 @@ impl DatabaseReconciler {
             Err(Halt::Failed(error)) => return Err(error),
         };
         let mut status = status::desired(pass.db, pass.deployment.as_deref(), blocker.as_ref(), &pass.plan, &pass.now);
+        if let Some(uid) = pass.claim_uid.take() {
+            status.claim_uid = Some(uid);
+        }
         if let Some(blocker) = &blocker
             && !blocker.reported_in(pass.db.status.as_ref())
         {

@@ -71,6 +71,29 @@ pub(crate) enum Blocker {
         /// The claim's name.
         claim: String,
     },
+    /// The claim this Database's data lives on (its uid in `status.claimUID`) is gone: a new
+    /// one would be empty, and the engine would start a new database on it as if nothing were
+    /// lost, so none is made.
+    ClaimLost {
+        /// The Database's name.
+        database: String,
+        /// The claim's name.
+        claim: String,
+        /// The uid the status recorded.
+        uid: String,
+    },
+    /// A claim of the Database's claim's name and labels is there, but it is not the one the
+    /// Database's data lived on (another uid): it is not adopted.
+    ClaimReplaced {
+        /// The Database's name.
+        database: String,
+        /// The claim's name.
+        claim: String,
+        /// The uid the status recorded.
+        uid: String,
+        /// The uid of the claim there now.
+        found: String,
+    },
     /// A ResourceQuota of the namespace refuses the child.
     QuotaExceeded {
         /// `PersistentVolumeClaim`, `Secret`, ...
@@ -140,6 +163,8 @@ impl Blocker {
             Blocker::MissingStorageClass { .. } => "StorageClassNotFound",
             Blocker::QuotaExceeded { .. } => "QuotaExceeded",
             Blocker::CredentialsLost { .. } => "CredentialsLost",
+            Blocker::ClaimLost { .. } => "ClaimLost",
+            Blocker::ClaimReplaced { .. } => "ClaimReplaced",
             Blocker::DeploymentFailing { reason, .. } | Blocker::PodFailing { reason, .. } => reason,
         }
     }
@@ -170,6 +195,18 @@ impl Blocker {
                  the keys username and password (the database's own), or set spec.credentials.secretName to a Secret \
                  that holds them"
             ),
+            Blocker::ClaimLost { database, claim, uid } => format!(
+                "claim {claim:?} (uid {uid}), which held this Database's data, is gone: a new claim would be empty, so \
+                 none is made; restore the data into a new Database (spec.restoreFrom), or, to start this one empty, \
+                 remove status.claimUID: {}",
+                accept_claim_command(database)
+            ),
+            Blocker::ClaimReplaced { database, claim, uid, found } => format!(
+                "claim {claim:?} is uid {found}, not uid {uid}, which held this Database's data: it is not adopted; \
+                 delete it, or, if its data is this Database's (a restored volume), accept it by removing \
+                 status.claimUID: {}",
+                accept_claim_command(database)
+            ),
             Blocker::MissingStorageClass { name } => format!(
                 "StorageClass {name:?} (spec.storage.storageClassName) does not exist, so the claim cannot be provisioned; \
                  create it, or create the Database again with a class that exists (kubectl get storageclass): a \
@@ -181,6 +218,14 @@ impl Blocker {
             Blocker::PodFailing { message, .. } => message.clone(),
         }
     }
+}
+
+/// The command that removes the `status.claimUID` of Database `database`, for a message.
+fn accept_claim_command(database: &str) -> String {
+    format!(
+        "kubectl patch database {database} --subresource=status --type=json \
+         -p '[{{\"op\":\"remove\",\"path\":\"/status/claimUID\"}}]'"
+    )
 }
 
 /// The phase and the three conditions a status shows.
@@ -259,6 +304,7 @@ pub(crate) fn desired(
         upgrade: plan.upgrade.clone().map(Box::new),
         // What the reconcile sets itself (restore, schedule), kept until it does.
         restored_from: previous.and_then(|s| s.restored_from.clone()),
+        claim_uid: previous.and_then(|s| s.claim_uid.clone()),
         last_scheduled_backup: previous.and_then(|s| s.last_scheduled_backup.clone()),
         endpoint: engine.map(|engine| secret::endpoint(db, engine)),
         conditions: vec![

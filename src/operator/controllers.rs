@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use operator_runtime::controller::{self, Controller};
 use operator_runtime::events::Recorder;
-use operator_runtime::informer::{self, Factory, key_of};
+use operator_runtime::informer::{self, Factory, key_of, strip_annotations_and_managed_fields};
 use operator_runtime::workqueue::{self, RateLimitingQueue};
 use operator_runtime::write::Writer;
 
@@ -51,6 +51,11 @@ impl Controllers {
         let secrets = factory.informer_selected::<SecretView>(LABEL_SELECTOR);
         let jobs = factory.informer_selected::<Job>(LABEL_SELECTOR);
         let backups = factory.informer::<DatabaseBackup>();
+        // Databases, DatabaseBackups and Jobs are cached whole, but for their annotations:
+        // nothing reads them, and a user may write 256 KiB of them on each.
+        databases.set_transform(Arc::new(strip_annotations_and_managed_fields::<Database>));
+        backups.set_transform(Arc::new(strip_annotations_and_managed_fields::<DatabaseBackup>));
+        jobs.set_transform(Arc::new(strip_annotations_and_managed_fields::<Job>));
         backups.add_indexer(index::BY_DATABASE, Arc::new(index::by_database));
         databases.add_indexer(index::BY_RESTORE_SOURCE, Arc::new(index::by_restore_source));
         let writer = Writer::new(client.clone(), MANAGER);

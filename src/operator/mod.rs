@@ -73,11 +73,16 @@ pub enum Error {
     },
 }
 
+/// The request budget of the client that reviews `/metrics` callers ([`Options::review_client`]):
+/// reviews are cached (a scraper costs two every few minutes), so only made-up tokens, which
+/// miss the cache, spend it.
+pub const REVIEW_LIMITS: client::Limits = client::Limits { qps: 5.0, burst: 10 };
+
 /// How to run the operator.
 #[derive(Clone)]
 pub struct Options {
-    /// Only this namespace, or all.
-    pub namespace: Option<String>,
+    /// Only these namespaces, or all when empty.
+    pub namespaces: Vec<String>,
     /// Parallel reconciles.
     pub workers: usize,
     /// Whether the controllers' queues put users' changes first (see
@@ -105,6 +110,11 @@ pub struct Options {
     /// have their own request budget and never queue behind reconciles; `None` uses the shared
     /// one.
     pub events_client: Option<Client>,
+    /// The client for the reviews of `/metrics` callers (TokenReviews, SubjectAccessReviews):
+    /// best one of its own with a small budget ([`REVIEW_LIMITS`]), so that a flood of scrapes
+    /// with made-up tokens spends that budget, never the reconciles'; `None` uses the shared
+    /// one.
+    pub review_client: Option<Client>,
     /// The API request metrics of the client passed to [`run`] (see [`client::from_config`]),
     /// served on `/metrics`.
     pub request_metrics: Option<RequestMetrics>,
@@ -116,7 +126,7 @@ pub struct Options {
 impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
-            .field("namespace", &self.namespace)
+            .field("namespaces", &self.namespaces)
             .field("workers", &self.workers)
             .field("priority_queue", &self.priority_queue)
             .field("resync_period", &self.resync_period)
@@ -132,7 +142,7 @@ impl Options {
     /// resync, as a test or an embedding program wants them.
     pub fn new(namespace: Option<String>, workers: usize) -> Self {
         Self {
-            namespace,
+            namespaces: namespace.into_iter().collect(),
             workers,
             priority_queue: true,
             resync_period: None,
@@ -144,6 +154,7 @@ impl Options {
             leader_election: None,
             lease_client: None,
             events_client: None,
+            review_client: None,
             request_metrics: None,
             rollout_marker: None,
         }
@@ -195,7 +206,9 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
     let metrics_secure = match &options.metrics_secure {
         Some(source) if options.metrics_address.is_some() => Some(ops::Secure {
             tls: ops::tls::acceptor(source)?,
-            authorizer: Arc::new(ops::auth::Authorizer::new(client.clone())),
+            authorizer: Arc::new(ops::auth::Authorizer::new(
+                options.review_client.clone().unwrap_or_else(|| client.clone()),
+            )),
         }),
         _ => None,
     };
@@ -216,7 +229,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         metrics: Some(informer_metrics),
         ..Default::default()
     };
-    let factory = Arc::new(Factory::new(client.clone(), options.namespace.clone(), config));
+    let factory = Arc::new(Factory::for_namespaces(client.clone(), options.namespaces.clone(), config));
     let settings = Settings {
         workers: options.workers,
         priority_queue: options.priority_queue,
@@ -237,7 +250,8 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         let factory = factory.clone();
         move || factory.has_synced()
     });
-    info!(namespace = options.namespace.as_deref().unwrap_or("<all>"), workers = options.workers, "starting");
+    let namespaces = if options.namespaces.is_empty() { "<all>".to_string() } else { options.namespaces.join(",") };
+    info!(%namespaces, workers = options.workers, "starting");
     // `cancel`, or an informer that stopped: a frozen cache must not be reconciled from. The
     // process then exits non-zero, and the kubelet restarts it.
     let stop = cancel.child_token();

@@ -178,18 +178,20 @@ pub(crate) async fn client_pod(
     log.trim().to_string()
 }
 
-/// A ValidatingAdmissionPolicy, bound to one namespace, that refuses the objects of one
-/// resource for which a CEL expression is false (422, with its message): what a cluster's
-/// policy refuses although the CRD schema allowed it. Deleted when dropped.
+/// A ValidatingAdmissionPolicy of the test's own and its binding, deleted when dropped.
 pub(crate) struct AdmissionPolicy {
     name: String,
 }
 
+/// The username the shipped `manifests/policy/operator_limits.yaml` limits.
+const SHIPPED_OPERATOR: &str = "system:serviceaccount:database-operator-system:database-operator";
+
 impl AdmissionPolicy {
-    /// Creates it for `namespace` and the resource `rule` (a `resourceRules` entry), refusing
-    /// what `expression` finds false with `message`, and waits until the apiserver enforces it
-    /// (policies take effect asynchronously): until a server-side dry run of `probe`, an
-    /// object the policy refuses, is refused with `message`.
+    /// One bound to `namespace` that refuses the objects of the resource `rule` (a
+    /// `resourceRules` entry) for which `expression` is false, with `message` (422): what a
+    /// cluster's policy refuses although the CRD schema allowed it. Waits until the apiserver
+    /// enforces it (policies take effect asynchronously): until a server-side dry run of
+    /// `probe`, an object the policy refuses, is refused with `message`.
     pub(crate) async fn create(
         namespace: &str,
         rule: serde_json::Value,
@@ -213,23 +215,34 @@ impl AdmissionPolicy {
             "spec": {"policyName": name, "validationActions": ["Deny"],
                      "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}}
         });
-        for object in [policy, binding] {
-            let mut apply = std::process::Command::new("kubectl")
-                .args(["apply", "-f", "-"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            apply.stdin.take().unwrap().write_all(object.to_string().as_bytes()).unwrap();
-            assert!(apply.wait().unwrap().success(), "kubectl apply the policy");
-        }
-        wait_until("the admission policy to be enforced", Duration::from_secs(120), || async {
-            let refused = std::process::Command::new("sh")
-                .args(["-c", &format!("echo '{probe}' | kubectl create --dry-run=server -n {namespace} -f - 2>&1")])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&refused.stdout).contains(message).then_some(())
+        apply_stdin(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [policy, binding]}).to_string());
+        let probe = format!("echo '{probe}' | kubectl create --dry-run=server -n {namespace} -f -");
+        Self::enforced(name, &probe, message).await
+    }
+
+    /// The operator's limits (`manifests/policy/operator_limits.yaml`), made for the
+    /// ServiceAccount `account` of `namespace` instead of the installed operator's, under a
+    /// name of the test's own. Waits until the apiserver enforces it: until a server-side dry
+    /// run, as `account`, of an unlabelled Secret is refused (so the account must be allowed to
+    /// create Secrets in `namespace`).
+    pub(crate) async fn operator_limits(namespace: &str, account: &str) -> Self {
+        let shipped = include_str!("../../manifests/policy/operator_limits.yaml");
+        let user = format!("system:serviceaccount:{namespace}:{account}");
+        let name = format!("database-operator-limits-{namespace}");
+        assert_eq!(shipped.matches(SHIPPED_OPERATOR).count(), 1, "the policy names the operator's account once");
+        apply_stdin(&shipped.replace(SHIPPED_OPERATOR, &user).replace("database-operator-limits", &name));
+        let probe = format!(
+            "kubectl create secret generic probe --from-literal=a=b --dry-run=server -n {namespace} --as {user}"
+        );
+        let refusal = format!("ValidatingAdmissionPolicy '{name}'");
+        Self::enforced(name, &probe, &refusal).await
+    }
+
+    /// Waits until the shell command `probe` says `refusal`; the policy `name`, then.
+    async fn enforced(name: String, probe: &str, refusal: &str) -> Self {
+        wait_until(&format!("the admission policy {name} to be enforced"), Duration::from_secs(120), || async {
+            let refused = std::process::Command::new("sh").args(["-c", &format!("{probe} 2>&1")]).output().ok()?;
+            String::from_utf8_lossy(&refused.stdout).contains(refusal).then_some(())
         })
         .await;
         Self { name }
@@ -243,6 +256,19 @@ impl Drop for AdmissionPolicy {
             &format!("validatingadmissionpolicy/{}", self.name),
         ]);
     }
+}
+
+/// `kubectl apply --server-side -f -` of `objects` (YAML or JSON documents).
+fn apply_stdin(objects: &str) {
+    use std::io::Write;
+    let mut apply = std::process::Command::new("kubectl")
+        .args(["apply", "--server-side", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    apply.stdin.take().unwrap().write_all(objects.as_bytes()).unwrap();
+    assert!(apply.wait().unwrap().success(), "kubectl apply:\n{objects}");
 }
 
 /// A namespace of the test's own, so tests run in parallel; deleted when dropped.
@@ -360,9 +386,7 @@ pub(crate) fn delete_when_dropped(objects: &[&str]) {
 /// serves them.
 pub(crate) async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in
-        [database_operator::api::crd(), <database_operator::api::DatabaseBackup as kube_core::CustomResourceExt>::crd()]
-    {
+    for crd in [database_operator::api::crd(), database_operator::api::backup_crd()] {
         let name = crd.metadata.name.clone().expect("a CRD has a name");
         crds.patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&crd))
             .await

@@ -275,6 +275,86 @@ async fn a_secret_of_ones_own_is_used_and_none_is_generated() {
 }
 
 #[tokio::test]
+async fn a_lost_claim_is_neither_made_again_empty_nor_replaced_until_the_status_lets_it_go() {
+    let f = fixture("claim-uid", Nodes::Kwok).await;
+    f.databases
+        .create(&PostParams::default(), &engine_database("orders", EngineKind::Postgres, "postgres:17"))
+        .await
+        .unwrap();
+    let db = f.ready("orders").await;
+    let claims: Api<PersistentVolumeClaim> = f.api();
+    let first = claims.get("orders-data").await.unwrap().metadata.uid.unwrap();
+    assert_eq!(db.status.unwrap().claim_uid.as_deref(), Some(first.as_str()), "the claim's uid is recorded");
+
+    // The claim deleted (its protection finalizer taken off, as once no pod uses it): the
+    // Database says what was lost and makes no new, empty claim a server would start fresh on.
+    claims.delete("orders-data", &DeleteParams::default()).await.unwrap();
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new("kubectl").args(args).args(["-n", &f.ns.name]).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    kubectl(&[
+        "patch",
+        "pvc",
+        "orders-data",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let degraded = |reason: &'static str| {
+        let databases = f.databases.clone();
+        async move {
+            wait_until(&format!("the Database to be Degraded, {reason}"), CONVERGE, || async {
+                let status = databases.get("orders").await.ok()?.status?;
+                status
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == reason)
+            })
+            .await
+        }
+    };
+    let lost = degraded("ClaimLost").await;
+    assert!(lost.message.contains("orders-data") && lost.message.contains(&first), "{}", lost.message);
+    assert!(lost.message.contains("kubectl patch database orders --subresource=status"), "{}", lost.message);
+    assert!(claims.get_opt("orders-data").await.unwrap().is_none(), "no new, empty claim");
+
+    // A claim with the name and the labels of the Database's, made by someone: not adopted.
+    let impostor = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "orders-data", "labels": {"app.kubernetes.io/instance": "orders",
+                                                        "app.kubernetes.io/managed-by": "database-operator"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    let impostor = claims.create(&PostParams::default(), &serde_json::from_value(impostor).unwrap()).await.unwrap();
+    let second = impostor.metadata.uid.unwrap();
+    let replaced = degraded("ClaimReplaced").await;
+    assert!(replaced.message.contains(&first) && replaced.message.contains(&second), "{}", replaced.message);
+    assert!(claims.get("orders-data").await.unwrap().metadata.owner_references.is_none(), "not adopted");
+
+    // The user accepts it with the message's command: the Database takes it and records it.
+    let command = replaced.message.split("kubectl ").nth(1).expect("the message gives a command");
+    assert_eq!(
+        command,
+        r#"patch database orders --subresource=status --type=json -p '[{"op":"remove","path":"/status/claimUID"}]'"#
+    );
+    let (accepted, said) = kubectl(&[
+        "patch",
+        "database",
+        "orders",
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/status/claimUID"}]"#,
+    ]);
+    assert!(accepted, "{said}");
+    wait_until("the new claim to be recorded", CONVERGE, || async {
+        let status = f.databases.get("orders").await.ok()?.status?;
+        (status.claim_uid.as_deref() == Some(second.as_str()) && status.phase == Some(Phase::Ready)).then_some(())
+    })
+    .await;
+    assert!(claims.get("orders-data").await.unwrap().metadata.owner_references.is_some(), "adopted, owned");
+}
+
+#[tokio::test]
 async fn a_foreign_claim_of_the_same_name_is_left_alone_and_reported() {
     let f = fixture("foreign-claim", Nodes::Kwok).await;
     // Labelled `app: orders` by its own team: a bare `app` does not make it the operator's.

@@ -4,12 +4,14 @@
 
 mod apf;
 mod backups;
+mod bad_input;
 mod common;
 mod data;
 mod data_faults;
 mod engines;
 mod fence;
 mod leader;
+mod limits;
 mod operator;
 mod plane;
 mod priority;

@@ -2,7 +2,8 @@
 //!
 //! Like client-go's `SharedInformerFactory`: every `informer::<K>()` call for the same `K`
 //! returns the same [`Informer`], so two controllers watching Deployments cost one list, one
-//! watch and one cache. All informers of a factory use its client, namespace and [`Config`].
+//! watch and one cache. All informers of a factory use its client, namespaces and [`Config`]:
+//! all namespaces, one, or a list of them (one list and watch per namespace, into one cache).
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::list_watch::UrlListWatch;
+use super::list_watch::{ListWatch, UrlListWatch, is_namespaced};
 use super::{Cache, Config, Error, Informer, wait_for_caches};
 
 /// Hands out one shared [`Informer`] per kind, and starts and waits for them together.
@@ -45,7 +46,8 @@ use super::{Cache, Config, Error, Informer, wait_for_caches};
 /// ```
 pub struct Factory {
     client: Client,
-    namespace: Option<String>,
+    /// Empty: all namespaces.
+    namespaces: Vec<String>,
     config: Config,
     informers: Mutex<HashMap<TypeId, Entry>>,
     stops: Arc<Stops>,
@@ -87,7 +89,7 @@ impl fmt::Debug for Factory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let resources: Vec<String> = self.erased().iter().map(|informer| informer.resource().to_string()).collect();
         f.debug_struct("Factory")
-            .field("namespace", &self.namespace)
+            .field("namespaces", &self.namespaces)
             .field("informers", &resources)
             .finish_non_exhaustive()
     }
@@ -97,7 +99,18 @@ impl Factory {
     /// A factory of informers over `client`, in `namespace` (all namespaces when `None`;
     /// cluster-scoped kinds ignore it), all configured with `config`.
     pub fn new(client: Client, namespace: Option<String>, config: Config) -> Self {
-        Factory { client, namespace, config, informers: Mutex::new(HashMap::new()), stops: Arc::default() }
+        Self::for_namespaces(client, namespace.into_iter().collect(), config)
+    }
+
+    /// A factory of informers over `client` in exactly `namespaces` (all namespaces when
+    /// empty; empty names are ignored): each informer of a namespaced kind lists and watches
+    /// each of them apart, into one cache, and never across namespaces (so a Role in each is
+    /// grant enough).
+    pub fn for_namespaces(client: Client, mut namespaces: Vec<String>, config: Config) -> Self {
+        namespaces.retain(|namespace| !namespace.is_empty());
+        namespaces.sort();
+        namespaces.dedup();
+        Factory { client, namespaces, config, informers: Mutex::new(HashMap::new()), stops: Arc::default() }
     }
 
     /// The shared informer of `K`, created on first use. An informer created after
@@ -131,9 +144,17 @@ impl Factory {
     {
         let mut informers = self.informers.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = informers.entry(TypeId::of::<K>()).or_insert_with(|| {
-            let list_watch = UrlListWatch::<K>::new(self.client.clone(), self.namespace.as_deref());
             let config = Config { label_selector: label_selector.map(str::to_string), ..self.config.clone() };
-            let informer = Arc::new(Informer::from_list_watch(list_watch, config));
+            let informer = Arc::new(if self.namespaces.len() > 1 && is_namespaced::<K>() {
+                let each = self.namespaces.iter().map(|namespace| {
+                    let list_watch = UrlListWatch::<K>::new(self.client.clone(), Some(namespace));
+                    (namespace.clone(), Arc::new(list_watch) as Arc<dyn ListWatch<K>>)
+                });
+                Informer::from_namespaced_list_watches(each.collect(), config)
+            } else {
+                let namespace = self.namespaces.first().map(String::as_str);
+                Informer::from_list_watch(UrlListWatch::<K>::new(self.client.clone(), namespace), config)
+            });
             Entry {
                 informer: informer.clone(),
                 erased: informer,

@@ -158,10 +158,10 @@ impl<K: Resource + 'static> Distributor<K> {
         self.sequenced(|store| store.remove_key(key).map(|old| Message::Deltas(vec![Delta::Deleted(old)], false)));
     }
 
-    /// Replaces the cache with `objects`; handlers get the difference, as the initial list's
-    /// if `initial` (the informer's first list).
-    pub(crate) fn replace(&self, objects: Vec<Arc<K>>, initial: bool) {
-        self.sequenced(|store| Some(Message::Deltas(store.replace(objects), initial)));
+    /// Replaces the cache (within `namespace`, when given) with `objects`; handlers get the
+    /// difference, as the initial list's if `initial` (the first list of that collection).
+    pub(crate) fn replace(&self, namespace: Option<&str>, objects: Vec<Arc<K>>, initial: bool) {
+        self.sequenced(|store| Some(Message::Deltas(store.replace_in(namespace, objects), initial)));
     }
 }
 

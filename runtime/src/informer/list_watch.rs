@@ -133,7 +133,7 @@ fn ends_quietly(error: &std::io::Error) -> bool {
 /// `TypeId` would need `K::Scope: 'static` (a bound every caller would have to repeat), so the
 /// type's name decides: every cluster-scoped kind, built in or derived by kube-derive, has
 /// `Scope = k8s_openapi::ClusterResourceScope`.
-fn is_namespaced<K: Resource>() -> bool {
+pub(crate) fn is_namespaced<K: Resource>() -> bool {
     !std::any::type_name::<K::Scope>().ends_with("ClusterResourceScope")
 }
 

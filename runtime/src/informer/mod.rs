@@ -33,6 +33,13 @@
 //! `on_add` for each new object, then `on_delete` for each object that vanished (its last known
 //! state). Unchanged objects produce no call.
 //!
+//! **Several namespaces.** An informer of a [`Factory`] made [for a list of
+//! namespaces](Factory::for_namespaces) has one list and watch per namespace (each with its
+//! own resourceVersion, backoff and relists) into one store and one set of handlers; a
+//! namespace's relist replaces that namespace's objects alone, and the informer has synced once
+//! every namespace's first fetch is in the store. It never lists or watches across namespaces,
+//! so it needs no cluster-wide grant.
+//!
 //! **Queries.** A [`Store`] keeps items and indices under one `RwLock`: each query (`get`,
 //! `list`, `by_index`, `len`) is one consistent snapshot; separate queries may see different
 //! ones. The store may be *behind* the apiserver (by the watch latency, or for as long as the
@@ -83,4 +90,4 @@ pub use metrics::Metrics;
 pub use shared::Informer;
 pub use store::{Store, key_of};
 pub use sync::{Cache, wait_for_caches};
-pub use transform::{TransformFunc, strip_managed_fields};
+pub use transform::{TransformFunc, strip_annotations_and_managed_fields, strip_managed_fields};

@@ -67,6 +67,7 @@ pub(crate) struct Reflector<K> {
     config: Config,
     metrics: ResourceMetrics,
     resource: String,
+    namespace: Option<String>,
     synced: Arc<watch::Sender<bool>>,
     backoff: Backoff,
     /// The last resourceVersion seen; the next watch starts there.
@@ -84,6 +85,9 @@ pub(crate) struct Parts<K> {
     pub(crate) metrics: ResourceMetrics,
     /// The resource's name in logs and metrics.
     pub(crate) resource: String,
+    /// The one namespace `list_watch` reads, of an informer over several: a relist replaces
+    /// that namespace's objects alone. `None`: the whole store.
+    pub(crate) namespace: Option<String>,
     /// Set to true once the first full list is in the store.
     pub(crate) synced: Arc<watch::Sender<bool>>,
 }
@@ -99,7 +103,7 @@ struct OpenWatch<K> {
 impl<K: Resource + Send + Sync + 'static> Reflector<K> {
     /// A reflector that has seen nothing yet: it starts with a full list.
     pub(crate) fn new(parts: Parts<K>) -> Self {
-        let Parts { list_watch, distributor, transform, config, metrics, resource, synced } = parts;
+        let Parts { list_watch, distributor, transform, config, metrics, resource, namespace, synced } = parts;
         Reflector {
             list_watch,
             distributor,
@@ -107,6 +111,7 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
             config,
             metrics,
             resource,
+            namespace,
             synced,
             backoff: Backoff::default(),
             resource_version: String::new(),
@@ -251,7 +256,7 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
     fn replace(&mut self, objects: Vec<Arc<K>>, resource_version: String) {
         debug!(resource = %self.resource, objects = objects.len(), %resource_version, "cache replaced");
         let initial = !*self.synced.borrow();
-        self.distributor.replace(objects, initial);
+        self.distributor.replace(self.namespace.as_deref(), objects, initial);
         self.resource_version = resource_version;
         self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
     }

@@ -48,7 +48,8 @@ use super::{Config, Error, EventHandler, Store};
 /// ```
 pub struct Informer<K> {
     resource: String,
-    list_watch: Arc<dyn ListWatch<K>>,
+    /// One collection, or one per namespace (each with its namespace).
+    list_watches: Vec<(Option<String>, Arc<dyn ListWatch<K>>)>,
     config: Config,
     store: Store<K>,
     distributor: Arc<Distributor<K>>,
@@ -83,12 +84,23 @@ where
 {
     /// An informer reading through any [`ListWatch`]: a fake, for tests.
     pub fn from_list_watch(list_watch: impl ListWatch<K>, config: Config) -> Self {
+        Self::from_scoped(vec![(None, Arc::new(list_watch))], config)
+    }
+
+    /// An informer of several namespaces, each read through its own [`ListWatch`] (which must
+    /// list and watch that namespace's objects only) into one store and one set of handlers;
+    /// see the [module contract](super) on several namespaces.
+    pub fn from_namespaced_list_watches(list_watches: Vec<(String, Arc<dyn ListWatch<K>>)>, config: Config) -> Self {
+        Self::from_scoped(list_watches.into_iter().map(|(ns, lw)| (Some(ns), lw)).collect(), config)
+    }
+
+    fn from_scoped(list_watches: Vec<(Option<String>, Arc<dyn ListWatch<K>>)>, config: Config) -> Self {
         let store = Store::new();
         let (distributor, dispatcher) = Distributor::new(store.clone());
         let (synced, _) = watch::channel(false);
         Informer {
             resource: resource_name::<K>(),
-            list_watch: Arc::new(list_watch),
+            list_watches,
             config,
             store,
             distributor: Arc::new(distributor),
@@ -169,20 +181,38 @@ where
         let dispatcher = self.dispatcher.lock().unwrap_or_else(PoisonError::into_inner).take();
         let dispatcher = dispatcher.expect("Informer::run called twice; an informer runs once");
         let metrics = self.config.metrics.as_ref().map(|m| m.for_resource(&self.resource)).unwrap_or_default();
-        let reflector = Reflector::new(Parts {
-            list_watch: self.list_watch.clone(),
-            distributor: self.distributor.clone(),
-            transform: self.transform.lock().unwrap_or_else(PoisonError::into_inner).clone(),
-            metrics: metrics.clone(),
-            config: self.config.clone(),
-            resource: self.resource.clone(),
-            synced: self.synced.clone(),
-        });
+        let transform = self.transform.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let (mut reflectors, mut each_synced) = (Vec::new(), Vec::new());
+        for (namespace, list_watch) in &self.list_watches {
+            let (synced, receiver) = watch::channel(false);
+            each_synced.push(receiver);
+            let reflector = Reflector::new(Parts {
+                list_watch: list_watch.clone(),
+                distributor: self.distributor.clone(),
+                transform: transform.clone(),
+                metrics: metrics.clone(),
+                config: self.config.clone(),
+                resource: self.resource.clone(),
+                namespace: namespace.clone(),
+                synced: Arc::new(synced),
+            });
+            reflectors.push(reflector.run());
+        }
+        // Synced once every collection's first fetch is in the store.
+        let all_synced = async {
+            for mut synced in each_synced {
+                // Fails only when the reflector is dropped, which ends this select too.
+                let _ = synced.wait_for(|synced| *synced).await;
+            }
+            self.synced.send_if_modified(|synced| !std::mem::replace(synced, true));
+            std::future::pending::<()>().await
+        };
         info!(resource = %self.resource, "informer starting");
         tokio::select! {
             biased;
             _ = cancel.cancelled() => {}
-            _ = reflector.run() => {}
+            _ = futures::future::join_all(reflectors) => {}
+            _ = all_synced => {}
             _ = dispatcher.run(metrics) => {}
             _ = self.resync() => {}
         }

@@ -190,10 +190,21 @@ impl<K: Resource> Store<K> {
     /// add for each new key, in `objects`' order; then a delete for each key that vanished,
     /// sorted by key. Objects with the same resourceVersion produce no delta.
     pub(crate) fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Delta<K>> {
+        self.replace_in(None, objects)
+    }
+
+    /// [`replace`](Self::replace) within `namespace` only: the objects of other namespaces stay
+    /// as they are, and only those of `namespace` may vanish. `None` replaces everything.
+    pub(crate) fn replace_in(&self, namespace: Option<&str>, objects: Vec<Arc<K>>) -> Vec<Delta<K>> {
+        let in_scope = |obj: &K| namespace.is_none_or(|ns| obj.meta().namespace.as_deref() == Some(ns));
         let mut items = HashMap::with_capacity(objects.len());
         let mut deltas = Vec::new();
         let state = &mut *self.write();
         let mut indices = state.indices.empty_like();
+        for (key, obj) in state.items.iter().filter(|(_, obj)| !in_scope(obj)) {
+            indices.update(key, None, Some(obj));
+            items.insert(key.clone(), obj.clone());
+        }
         for obj in objects {
             let key = key_of(obj.as_ref());
             // The apiserver never lists a key twice; should a fake do it, the last one wins.
@@ -207,7 +218,8 @@ impl<K: Resource> Store<K> {
             }
             items.insert(key, obj);
         }
-        let mut vanished: Vec<_> = state.items.iter().filter(|(key, _)| !items.contains_key(*key)).collect();
+        let mut vanished: Vec<_> =
+            state.items.iter().filter(|(key, obj)| in_scope(obj) && !items.contains_key(*key)).collect();
         vanished.sort_by(|a, b| a.0.cmp(b.0));
         deltas.extend(vanished.into_iter().map(|(_, obj)| Delta::Deleted(obj.clone())));
         state.items = items;
@@ -278,6 +290,34 @@ mod tests {
         assert_eq!(removed.metadata.resource_version.as_deref(), Some("2"));
         assert!(store.is_empty());
         assert!(store.remove(&cm("ns", "a", "3")).is_none());
+    }
+
+    #[test]
+    fn a_replace_within_a_namespace_leaves_the_others_and_their_indices_alone() {
+        let store = Store::new();
+        store.replace(vec![
+            Arc::new(cm("a", "one", "1")),
+            Arc::new(cm("a", "two", "1")),
+            Arc::new(cm("b", "one", "1")),
+        ]);
+        let deltas = store.replace_in(Some("a"), vec![Arc::new(cm("a", "one", "2")), Arc::new(cm("a", "three", "1"))]);
+        let told: Vec<String> = deltas
+            .iter()
+            .map(|d| match d {
+                Delta::Added(o) => format!("added {}", key_of(o.as_ref())),
+                Delta::Updated(_, o) => format!("updated {}", key_of(o.as_ref())),
+                Delta::Deleted(o) => format!("deleted {}", key_of(o.as_ref())),
+            })
+            .collect();
+        assert_eq!(told, ["updated a/one", "added a/three", "deleted a/two"]);
+        assert_eq!(names(store.list()), ["a/one", "a/three", "b/one"]);
+        assert_eq!(names(store.by_index(NAMESPACE_INDEX, "b")), ["b/one"]);
+        assert_eq!(names(store.by_index(NAMESPACE_INDEX, "a")), ["a/one", "a/three"]);
+        // An empty list of b empties b alone.
+        let deltas = store.replace_in(Some("b"), Vec::new());
+        assert_eq!(deltas.len(), 1);
+        assert_eq!(names(store.list()), ["a/one", "a/three"]);
+        assert!(store.by_index(NAMESPACE_INDEX, "b").is_empty());
     }
 
     #[test]

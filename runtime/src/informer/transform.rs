@@ -21,6 +21,16 @@ pub fn strip_managed_fields<K: Resource>(mut obj: K) -> K {
     obj
 }
 
+/// Drops `metadata.managedFields` and `metadata.annotations`: for a kind whose annotations no
+/// controller reads, and whose users may write up to the apiserver's 256 KiB of them
+/// (`kubectl.kubernetes.io/last-applied-configuration` alone repeats the whole object), so
+/// that what one user writes there does not grow the shared cache.
+pub fn strip_annotations_and_managed_fields<K: Resource>(mut obj: K) -> K {
+    obj.meta_mut().managed_fields = None;
+    obj.meta_mut().annotations = None;
+    obj
+}
+
 /// The default transform as a [`TransformFunc`].
 pub(crate) fn default_transform<K: Resource + 'static>() -> TransformFunc<K> {
     Arc::new(strip_managed_fields::<K>)
@@ -41,5 +51,16 @@ mod tests {
         assert!(stripped.metadata.managed_fields.is_none());
         assert_eq!(stripped.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(stripped.metadata.name.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn the_annotations_go_too_where_asked() {
+        let mut obj = cm("ns", "a", "7");
+        obj.metadata.annotations = Some([("big".to_string(), "x".repeat(1 << 16))].into());
+        obj.metadata.labels = Some([("app".to_string(), "a".to_string())].into());
+        let stripped = strip_annotations_and_managed_fields(obj);
+        assert!(stripped.metadata.annotations.is_none());
+        assert!(stripped.metadata.labels.is_some(), "labels stay: selectors and indices read them");
+        assert_eq!(stripped.metadata.resource_version.as_deref(), Some("7"));
     }
 }

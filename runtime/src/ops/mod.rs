@@ -6,4 +6,4 @@ pub mod leader;
 mod server;
 pub mod tls;
 
-pub use server::{Health, Secure, serve};
+pub use server::{ConnectionLimits, Health, Secure, serve, serve_limited};

@@ -6,6 +6,12 @@
 //! `/readyz` answers 200 while the informers' caches are synced and running ([`Health`]), 503
 //! otherwise: a pod is not sent traffic, and a rollout does not proceed, until the operator
 //! can act on what it sees.
+//!
+//! Whoever reaches the port may be hostile, so a server holds at most
+//! [`ConnectionLimits::max_connections`] connections (one more is closed at once, before its
+//! TLS handshake) and closes a connection that has not sent a request's headers within
+//! [`ConnectionLimits::header_read_timeout`] (and a TLS handshake within 10 seconds): a flood
+//! of connections, or of slow ones, costs a bounded number of sockets and tasks.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -18,9 +24,10 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -89,6 +96,23 @@ impl std::fmt::Debug for Secure {
 /// How long a client may take over its TLS handshake before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many connections a server holds, and how long it waits for a request's headers.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers (the first, and each next
+    /// one on a kept-alive connection) before it is closed.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    /// 64 connections (a few scrapers and the kubelet's probes need a handful), 10 seconds.
+    fn default() -> Self {
+        Self { max_connections: 64, header_read_timeout: Duration::from_secs(10) }
+    }
+}
+
 /// Serves `/metrics` (from `registry`, if given), `/healthz`, `/livez` and `/readyz` on `addr`
 /// until `cancel` fires: over HTTPS to authorized callers only when `secure` is given, else over
 /// plain HTTP. Binding happens before the function returns its future's first await point
@@ -104,6 +128,22 @@ pub async fn serve(
     secure: Option<Secure>,
     cancel: CancellationToken,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    serve_limited(addr, registry, health, secure, ConnectionLimits::default(), cancel).await
+}
+
+/// [`serve`] with `limits` instead of the default ones.
+///
+/// # Errors
+///
+/// The bind error, if `addr` cannot be bound.
+pub async fn serve_limited(
+    addr: SocketAddr,
+    registry: Option<Arc<Registry>>,
+    health: Health,
+    secure: Option<Secure>,
+    limits: ConnectionLimits,
+    cancel: CancellationToken,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = TcpListener::bind(addr).await?;
     let what = match (&registry, &secure) {
         (Some(_), Some(_)) => "/metrics over HTTPS to authorized callers",
@@ -111,7 +151,13 @@ pub async fn serve(
         (None, _) => "/healthz, /livez and /readyz",
     };
     info!(address = %listener.local_addr()?, "serving {what}");
-    let routes = Routes { registry, health, authorizer: secure.as_ref().map(|s| s.authorizer.clone()) };
+    let routes = Routes {
+        registry,
+        health,
+        authorizer: secure.as_ref().map(|s| s.authorizer.clone()),
+        header_read_timeout: limits.header_read_timeout,
+    };
+    let open = Arc::new(Semaphore::new(limits.max_connections));
     Ok(tokio::spawn(async move {
         loop {
             let stream = tokio::select! {
@@ -124,9 +170,15 @@ pub async fn serve(
                     }
                 },
             };
+            // Dropped, the stream is closed: the client sees its connection end at once.
+            let Ok(permit) = open.clone().try_acquire_owned() else {
+                debug!(max = limits.max_connections, "connection closed: as many are open as allowed");
+                continue;
+            };
             let routes = routes.clone();
             let tls = secure.as_ref().map(|s| s.tls.clone());
             tokio::spawn(async move {
+                let _permit = permit;
                 match tls {
                     None => serve_connection(TokioIo::new(stream), routes).await,
                     Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
@@ -146,12 +198,14 @@ struct Routes {
     registry: Option<Arc<Registry>>,
     health: Health,
     authorizer: Option<Arc<Authorizer>>,
+    header_read_timeout: Duration,
 }
 
 async fn serve_connection<I>(io: I, routes: Routes)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    let header_read_timeout = routes.header_read_timeout;
     let service = service_fn(move |request: Request<Incoming>| {
         let routes = routes.clone();
         async move {
@@ -174,7 +228,9 @@ where
             Ok(respond(&request, routes.registry.as_deref(), &routes.health))
         }
     });
-    if let Err(err) = http1::Builder::new().serve_connection(io, service).await {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    if let Err(err) = http.serve_connection(io, service).await {
         debug!(error = %err, "connection ended with an error");
     }
 }
@@ -208,5 +264,64 @@ fn respond(request: &Request<Incoming>, registry: Option<&Registry>, health: &He
             }
         }
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    async fn server(limits: ConnectionLimits) -> (SocketAddr, CancellationToken) {
+        // Bound on a free port, then served there: `serve_limited` binds itself.
+        let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let cancel = CancellationToken::new();
+        serve_limited(address, None, Health::default(), None, limits, cancel.clone()).await.unwrap();
+        (address, cancel)
+    }
+
+    /// Reads until the server closes the connection; what it sent.
+    async fn until_closed(stream: &mut TcpStream) -> String {
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_connection_beyond_the_limit_is_closed_and_the_others_are_served() {
+        let limits = ConnectionLimits { max_connections: 2, header_read_timeout: Duration::from_secs(30) };
+        let (address, cancel) = server(limits).await;
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            held.push(TcpStream::connect(address).await.unwrap());
+        }
+        let mut third = TcpStream::connect(address).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), until_closed(&mut third)).await;
+        assert_eq!(answer.as_deref(), Ok(""), "the third connection is closed unanswered");
+        // The two held ones are served.
+        let first = &mut held[0];
+        first.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        assert!(until_closed(first).await.starts_with("HTTP/1.1 200"), "a held connection is served");
+        // Once one closes, a new one is served.
+        drop(held);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut again = TcpStream::connect(address).await.unwrap();
+        again.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        assert!(until_closed(&mut again).await.starts_with("HTTP/1.1 200"));
+        cancel.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_does_not_send_its_headers_in_time_is_closed() {
+        let limits = ConnectionLimits { max_connections: 4, header_read_timeout: Duration::from_millis(300) };
+        let (address, cancel) = server(limits).await;
+        let mut slow = TcpStream::connect(address).await.unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+        // Never finished: the server closes it (with a 408) rather than waiting for ever.
+        let answer = tokio::time::timeout(Duration::from_secs(10), until_closed(&mut slow)).await;
+        let answer = answer.expect("the server closed the connection");
+        assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+        cancel.cancel();
     }
 }

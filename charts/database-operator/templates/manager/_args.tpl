@@ -18,8 +18,8 @@ the last value of a repeated flag, so they can override any of ours.
 {{- if not .Values.metrics.secure }}
 - --metrics-secure=false
 {{- end }}
-{{- with .Values.watchNamespace }}
-- --namespace={{ . }}
+{{- with .Values.watchNamespaces }}
+- --namespace={{ join "," . }}
 {{- end }}
 {{- if and .Values.leaderElection.enabled (ne .Values.leaderElection.id "database-operator.example.com") }}
 - --leader-election-id={{ .Values.leaderElection.id }}

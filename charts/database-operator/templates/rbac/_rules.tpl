@@ -1,6 +1,6 @@
 {{/*
 The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/namespaced/role.yaml
-(tests/chart.rs compares them), rendered into a ClusterRole, or into a Role with watchNamespace.
+(tests/chart.rs compares them), rendered into a ClusterRole, or into a Role in each of watchNamespaces.
 */}}
 {{- define "database-operator.rules" -}}
 # Exactly what the operator uses (checked by tests/e2e/rbac.rs, which runs it with these rules).

@@ -26,8 +26,17 @@ pub(crate) struct Harness {
 /// Starts an informer over `fake` (scripted beforehand) with a recording handler.
 pub(crate) fn start(fake: &FakeListWatch, config: Config) -> Harness {
     let metrics = Metrics::new(&mut Registry::default());
-    let informer =
-        Arc::new(Informer::from_list_watch(fake.clone(), Config { metrics: Some(metrics.clone()), ..config }));
+    let informer = Informer::from_list_watch(fake.clone(), Config { metrics: Some(metrics.clone()), ..config });
+    let (informer, recorder, cancel, task) = run(informer);
+    Harness { fake: fake.clone(), informer, recorder, metrics, cancel, task }
+}
+
+/// Runs `informer` on a task of its own with a recording handler: the informer, the recorder,
+/// what stops it and its task.
+pub(crate) fn run(
+    informer: Informer<ConfigMap>,
+) -> (Arc<Informer<ConfigMap>>, Arc<Recorder>, CancellationToken, JoinHandle<()>) {
+    let informer = Arc::new(informer);
     let recorder = Recorder::new();
     informer.add_event_handler(recorder.clone());
     let cancel = CancellationToken::new();
@@ -35,7 +44,7 @@ pub(crate) fn start(fake: &FakeListWatch, config: Config) -> Harness {
         let (informer, cancel) = (informer.clone(), cancel.clone());
         async move { informer.run(cancel).await }
     });
-    Harness { fake: fake.clone(), informer, recorder, metrics, cancel, task }
+    (informer, recorder, cancel, task)
 }
 
 /// A config that always lists (no streaming), as most scenarios here want.

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use tokio_util::sync::CancellationToken;
 
 use super::fake::{FakeListWatch, Recorder, cm, eventually, status, undecodable};
-use super::harness::{listing, start};
+use super::harness::{listing, run, start};
 use crate::informer::{Config, Error, Informer};
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -335,4 +335,37 @@ async fn an_expired_continue_token_falls_back_to_one_unpaginated_list() {
     assert_eq!(h.watch_calls(1).await[0].1, "12");
     assert_eq!(h.counters()[1], 0, "not a failed list");
     h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_informer_of_two_namespaces_syncs_when_both_have_and_relists_each_alone() {
+    let (a, b) = (FakeListWatch::default(), FakeListWatch::default());
+    a.list_page(vec![cm("a", "kept", "1"), cm("a", "vanished", "2")], "2", None);
+    let watch_a = a.watch();
+    // b's first list fails: it lists again after a backoff of at least 800 ms.
+    b.list_error(Error::Api(status(500, "InternalError")));
+    b.list_page(vec![cm("b", "one", "3")], "3", None);
+    let _watch_b = b.watch();
+    let (informer, recorder, cancel, task) = run(Informer::from_namespaced_list_watches(
+        vec![("a".into(), Arc::new(a.clone())), ("b".into(), Arc::new(b.clone()))],
+        listing(),
+    ));
+    // a has listed, b not yet: not synced.
+    eventually("a's list in the store", Duration::from_millis(100), || informer.store().len() == 2).await;
+    assert!(informer.wait_for_sync(Duration::from_millis(500)).await.is_err(), "synced before b listed");
+    informer.wait_for_sync(WAIT).await.unwrap();
+    assert_eq!(informer.store().len(), 3);
+    assert_eq!(recorder.initial_adds().len(), 3, "each namespace's first list is an initial list");
+    // a's watch expires: a relists, and b's object stays.
+    watch_a.error(410, "Expired");
+    a.list_page(vec![cm("a", "kept", "1")], "4", None);
+    let _again = a.watch();
+    eventually("a's relist", WAIT, || recorder.events().len() == 4).await;
+    assert_eq!(recorder.events()[3], "delete a/vanished@2");
+    let mut keys = informer.store().keys();
+    keys.sort();
+    assert_eq!(keys, ["a/kept", "b/one"]);
+    assert_eq!((a.list_calls().len(), b.list_calls().len()), (2, 2), "b did not list again");
+    cancel.cancel();
+    task.await.unwrap();
 }
