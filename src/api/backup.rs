@@ -10,7 +10,7 @@ use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::EngineKind;
+use super::{EngineKind, ReclaimPolicy};
 
 /// A logical dump of a Database, taken once, kept in a claim of its own.
 #[derive(CustomResource, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -84,6 +84,15 @@ pub struct BackupStorage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub storage_class_name: Option<String>,
+
+    /// What happens to the claim, and the dump in it, when the DatabaseBackup is deleted. One
+    /// of:
+    /// - Delete (the default): it is deleted with the DatabaseBackup.
+    /// - Retain: it is kept, owned by nobody, also when the DatabaseBackup, its Database or the
+    ///   CRDs are deleted (not when the namespace is). A Database whose spec.restoreFrom.backup
+    ///   names the deleted backup restores from the kept claim; delete the claim to free it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_policy: Option<ReclaimPolicy>,
 }
 
 /// The observed state of a DatabaseBackup.

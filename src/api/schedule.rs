@@ -34,7 +34,8 @@ pub struct BackupSchedule {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
 pub struct RestoreFrom {
-    /// The name of a DatabaseBackup in the same namespace, of a Database of the same engine.
+    /// The name of a DatabaseBackup in the same namespace, of a Database of the same engine;
+    /// or of one deleted whose claim was kept (its spec.storage.reclaimPolicy: Retain).
     #[schemars(length(min = 1, max = 253))]
     pub backup: String,
 }

@@ -38,12 +38,13 @@ pub struct Storage {
     pub reclaim_policy: Option<ReclaimPolicy>,
 }
 
-/// What happens to a Database's volume when the Database is deleted.
+/// What happens to a Database's volume, or a DatabaseBackup's claim, when its owner is deleted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ReclaimPolicy {
-    /// Deleted with the Database.
+    /// Deleted with its owner.
     #[default]
     Delete,
-    /// Kept, for a new Database of the same name.
+    /// Kept: a Database's, for a new Database of the same name; a DatabaseBackup's, for a
+    /// restore that names the backup.
     Retain,
 }

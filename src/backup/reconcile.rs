@@ -8,7 +8,8 @@
 //! 2. creates the claim and the Job once ([`crate::resources::backup`]), never applies them
 //!    again (a Job's template cannot change); a claim or Job of the backup's name that is not
 //!    the backup's (say the data claim `orders-data` of Database `orders`, for a backup named
-//!    `orders-data`) fails the backup: nothing is written to another's volume;
+//!    `orders-data`, or a claim an earlier backup of the name kept by `reclaimPolicy: Retain`)
+//!    fails the backup: nothing is written to another's volume;
 //! 3. reports the Job's progress in the status: `Running`, then `Completed` or `Failed` with
 //!    the Job's own reason, and a Normal or Warning event. A finished backup is never looked
 //!    at again: its claim keeps the dump.
@@ -35,7 +36,6 @@ use tracing::{debug, info};
 use crate::api::{BackupPhase, BackupStatus, Database, DatabaseBackup, Phase, index};
 use crate::engine;
 use crate::resources::backup;
-use crate::resources::meta::is_controlled_by;
 use crate::resources::view::PersistentVolumeClaimView;
 
 /// A failed reconcile; retried with backoff, or when the server said ([`ReconcileError`]).
@@ -139,7 +139,7 @@ impl BackupReconciler {
             return Ok(());
         };
         let ready = db.status.as_ref().and_then(|s| s.phase) == Some(Phase::Ready);
-        let ours = |meta: &ObjectMeta| is_controlled_by(meta, backup);
+        let ours = |meta: &ObjectMeta| backup::is_backup_child(meta, backup);
         if let Some(claim) = self.stores.claims.get(&key_of(backup))
             && !ours(&claim.metadata)
         {
@@ -154,7 +154,7 @@ impl BackupReconciler {
                 let image =
                     db.status.as_ref().and_then(|s| s.current_image.clone()).unwrap_or_else(|| db.spec.image.clone());
                 if self.stores.claims.get(&key_of(backup)).is_none()
-                    && !self.create(backup, &backup::claim(backup, &db), report).await?
+                    && !self.create(backup, &backup::claim(backup, &db, engine, &image), report).await?
                 {
                     foreign(status, "PersistentVolumeClaim", backup);
                     return Ok(());
@@ -197,7 +197,7 @@ impl BackupReconciler {
                 report.writes("DatabaseBackup", &[(kind, name, &Wrote::Created)]);
                 Ok(true)
             }
-            Ok(Created::Existed(meta)) => Ok(is_controlled_by(&meta, backup)),
+            Ok(Created::Existed(meta)) => Ok(backup::is_backup_child(&meta, backup)),
             Err(source) => Err(Error { what: format!("{kind} {}", key_of(child)), source }),
         }
     }

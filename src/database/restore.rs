@@ -5,7 +5,9 @@
 //! `pg_restore` 15 refuses an archive of `pg_dump` 17) is reported (`Degraded`), and so is a
 //! data claim that was there before the Database (a retained one: the server
 //! would find its data and skip the load, and the restore would be recorded on data it never
-//! touched), before the Database writes anything.
+//! touched), before the Database writes anything. A backup kept by `reclaimPolicy: Retain`
+//! whose DatabaseBackup was deleted restores from its claim, under the backup's name: the
+//! claim's labels say its engine and major version, which are checked the same way.
 //! Then the pod gets the restore's init container ([`crate::resources::restore`]), which
 //! readies the dump for the server's first start: the server loads it before it serves. Once
 //! that server has been Ready, `status.restoredFrom` says so, and the init container and the
@@ -17,8 +19,8 @@ use operator_runtime::informer::{Store, key_of};
 use super::upgrade;
 use crate::api::{BackupPhase, Database, DatabaseBackup, index};
 use crate::engine;
-use crate::resources::claim;
 use crate::resources::view::PersistentVolumeClaimView;
+use crate::resources::{backup, claim};
 
 /// Where a Database stands with its restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +51,7 @@ pub(crate) fn restore(
     backups: &Store<DatabaseBackup>,
     claims: &Store<PersistentVolumeClaimView>,
 ) -> Restore {
-    let restore = from_backup(db, backups);
+    let restore = from_backup(db, backups, claims);
     let Restore::From { .. } = restore else { return restore };
     let Some(existing) = retained_claim(db, claims) else { return restore };
     Restore::Impossible {
@@ -70,8 +72,8 @@ fn retained_claim(db: &Database, claims: &Store<PersistentVolumeClaimView>) -> O
     claim::predates(&live, db).then_some(name)
 }
 
-/// Where `db` stands with its restore, given the backups alone.
-fn from_backup(db: &Database, backups: &Store<DatabaseBackup>) -> Restore {
+/// Where `db` stands with its restore, given the backups, and the claims that outlived theirs.
+fn from_backup(db: &Database, backups: &Store<DatabaseBackup>, claims: &Store<PersistentVolumeClaimView>) -> Restore {
     let Some(from) = &db.spec.restore_from else { return Restore::None };
     if db.status.as_ref().is_some_and(|s| s.restored_from.is_some()) {
         return Restore::None;
@@ -79,35 +81,18 @@ fn from_backup(db: &Database, backups: &Store<DatabaseBackup>) -> Restore {
     let name = &from.backup;
     let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
     let Some(backup) = backups.get(&format!("{namespace}/{name}")) else {
-        return Restore::Waiting(format!("waiting for DatabaseBackup {name:?}, which does not exist"));
+        return from_kept_claim(db, name, claims);
     };
     let status = backup.status.clone().unwrap_or_default();
     match status.phase {
-        Some(BackupPhase::Completed) if status.engine != db.spec.engine => Restore::Impossible {
-            reason: "RestoreEngineMismatch",
-            message: format!(
-                "DatabaseBackup {name:?} is a dump of a {} database, and this Database's engine is {}: a dump restores \
-                 into the same engine only",
-                status.engine.map_or("generic".to_string(), |e| format!("{e:?}").to_lowercase()),
-                db.spec.engine.map_or("none".to_string(), |e| format!("{e:?}").to_lowercase()),
-            ),
-        },
-        Some(BackupPhase::Completed)
-            if let Some((dumped, serving)) = newer_major(db, status.image.as_deref().unwrap_or_default()) =>
-        {
-            Restore::Impossible {
-                reason: "RestoreFromNewerMajor",
-                message: format!(
-                    "DatabaseBackup {name:?} was dumped from {} (major version {dumped}), and this Database runs {} \
-                     (major version {serving}): an older server cannot load a newer one's dump, so nothing was \
-                     restored. Set spec.image to major version {dumped} or later",
-                    status.image.as_deref().unwrap_or_default(),
-                    db.spec.image,
-                ),
-            }
-        }
         Some(BackupPhase::Completed) => {
-            Restore::From { backup: name.clone(), claim: status.claim_name.unwrap_or_else(|| name.clone()) }
+            let dumped = Dump {
+                engine: status.engine.map(|e| engine::of(e).name()),
+                major: status.image.as_deref().zip(db.spec.engine).and_then(|(i, e)| engine::major(engine::of(e), i)),
+                image: status.image.as_deref(),
+            };
+            let claim = status.claim_name.unwrap_or_else(|| name.clone());
+            loadable(db, name, &dumped).unwrap_or(Restore::From { backup: name.clone(), claim })
         }
         Some(BackupPhase::Failed) => Restore::Impossible {
             reason: "RestoreFailed",
@@ -124,15 +109,61 @@ fn from_backup(db: &Database, backups: &Store<DatabaseBackup>) -> Restore {
     }
 }
 
-/// The major versions (the dump's, `db`'s) when `db`'s image is of an older major version
-/// than `dumped_by`, the image the dump ran with. Both tags must name a version: one that
-/// names none (`latest`, a digest) is not refused here, and the engine's own tool then
-/// refuses what it cannot read.
-fn newer_major(db: &Database, dumped_by: &str) -> Option<(String, String)> {
-    let engine = engine::of(db.spec.engine?);
-    let dumped = upgrade::major(engine, dumped_by)?;
-    let serving = upgrade::major(engine, &db.spec.image)?;
-    upgrade::newer(&dumped, &serving).then_some((dumped, serving))
+/// A backup whose DatabaseBackup is gone restores from the claim it kept (`reclaimPolicy:
+/// Retain`), which its labels tell ([`backup::kept_dump`]); without one, the restore waits for
+/// the backup.
+fn from_kept_claim(db: &Database, name: &str, claims: &Store<PersistentVolumeClaimView>) -> Restore {
+    let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
+    let kept = claims.get(&format!("{namespace}/{name}")).and_then(|claim| backup::kept_dump(&claim, name));
+    let Some(kept) = kept else {
+        return Restore::Waiting(format!("waiting for DatabaseBackup {name:?}, which does not exist"));
+    };
+    let dumped = Dump { engine: Some(kept.engine.as_str()), major: kept.major, image: None };
+    loadable(db, name, &dumped).unwrap_or_else(|| Restore::From { backup: name.to_string(), claim: name.to_string() })
+}
+
+/// What is known of a completed dump: the engine dumped (its name), the major version of the
+/// image that dumped it and, while its DatabaseBackup is there, that image.
+struct Dump<'a> {
+    engine: Option<&'a str>,
+    major: Option<String>,
+    image: Option<&'a str>,
+}
+
+/// Why `dumped` (backup `name`'s) cannot load into `db`, if it cannot: another engine, or a
+/// newer major version than `db`'s image (an older server cannot read a newer one's dump). A
+/// tag that names no version (`latest`, a digest) is not refused here, and the engine's own
+/// tool then refuses what it cannot read.
+fn loadable(db: &Database, name: &str, dumped: &Dump<'_>) -> Option<Restore> {
+    let serving = db.spec.engine.map(engine::of);
+    if dumped.engine != serving.map(|e| e.name()) {
+        return Some(Restore::Impossible {
+            reason: "RestoreEngineMismatch",
+            message: format!(
+                "DatabaseBackup {name:?} is a dump of a {} database, and this Database's engine is {}: a dump restores \
+                 into the same engine only",
+                dumped.engine.unwrap_or("generic"),
+                serving.map_or("none", |e| e.name()),
+            ),
+        });
+    }
+    let (dumped_major, serving_major) = (dumped.major.as_deref()?, engine::major(serving?, &db.spec.image)?);
+    if !upgrade::newer(dumped_major, &serving_major) {
+        return None;
+    }
+    let by = dumped.image.map_or_else(
+        || format!("major version {dumped_major}"),
+        |image| format!("{image} (major version {dumped_major})"),
+    );
+    Some(Restore::Impossible {
+        reason: "RestoreFromNewerMajor",
+        message: format!(
+            "DatabaseBackup {name:?} was dumped from {by}, and this Database runs {} (major version {serving_major}): \
+             an older server cannot load a newer one's dump, so nothing was restored. Set spec.image to major \
+             version {dumped_major} or later",
+            db.spec.image,
+        ),
+    })
 }
 
 /// Maps a DatabaseBackup to the Databases that wait for it: its own (a backup before an
@@ -142,9 +173,22 @@ pub(crate) fn databases_waiting_for(
 ) -> impl Fn(&DatabaseBackup) -> Vec<String> + Send + Sync + 'static {
     move |backup: &DatabaseBackup| {
         let mut keys = index::by_database(backup);
-        keys.extend(databases.by_index(index::BY_RESTORE_SOURCE, &key_of(backup)).iter().map(|db| key_of(db.as_ref())));
+        keys.extend(restoring_from(&databases, backup));
         keys
     }
+}
+
+/// Maps a claim to the Databases restored from a backup of its name: a backup's claim that
+/// outlived its DatabaseBackup is their source.
+pub(crate) fn databases_restoring_from(
+    databases: Store<Database>,
+) -> impl Fn(&PersistentVolumeClaimView) -> Vec<String> + Send + Sync + 'static {
+    move |claim: &PersistentVolumeClaimView| restoring_from(&databases, claim)
+}
+
+/// The keys of the Databases restored from a backup named as `source` is.
+fn restoring_from<K: kube_core::Resource>(databases: &Store<Database>, source: &K) -> Vec<String> {
+    databases.by_index(index::BY_RESTORE_SOURCE, &key_of(source)).iter().map(|db| key_of(db.as_ref())).collect()
 }
 
 #[cfg(test)]
@@ -235,6 +279,36 @@ mod tests {
         for image in ["postgres:17", "postgres:18.1", "postgres:latest"] {
             db.spec.image = image.into();
             assert!(matches!(restore(&db, &completed(), &none), Restore::From { .. }), "{image}");
+        }
+    }
+
+    /// Once a retained backup's DatabaseBackup is deleted, its name restores from the claim it
+    /// kept, checked as the backup was: engine and major version.
+    #[test]
+    fn a_deleted_retained_backup_restores_from_the_claim_it_kept() {
+        use crate::api::ReclaimPolicy::Retain;
+        use crate::resources::backup::tests::cached_claim;
+        let db = restoring("uid-2");
+        let none = Store::<DatabaseBackup>::new();
+        let kept = Store::from_objects([cached_claim("uid-b", Some(Retain), EngineKind::Postgres, "postgres:17.2")]);
+        let from = Restore::From { backup: "nightly".into(), claim: "nightly".into() };
+        assert_eq!(restore(&db, &none, &kept), from);
+        // While the DatabaseBackup is there, it decides.
+        assert_eq!(restore(&db, &completed(), &kept), from);
+
+        let owned = Store::from_objects([cached_claim("uid-b", None, EngineKind::Postgres, "postgres:17.2")]);
+        assert!(matches!(restore(&db, &none, &owned), Restore::Waiting(m) if m.contains("does not exist")));
+        let redis = Store::from_objects([cached_claim("uid-b", Some(Retain), EngineKind::Redis, "redis:8.0")]);
+        assert!(matches!(restore(&db, &none, &redis),
+            Restore::Impossible { reason: "RestoreEngineMismatch", message } if message.contains("a redis database")));
+        let newer = Store::from_objects([cached_claim("uid-b", Some(Retain), EngineKind::Postgres, "postgres:18")]);
+        match restore(&db, &none, &newer) {
+            Restore::Impossible { reason, message } => {
+                assert_eq!(reason, "RestoreFromNewerMajor");
+                assert!(message.contains("dumped from major version 18"), "{message}");
+                assert!(message.contains("postgres:17 (major version 17)"), "{message}");
+            }
+            other => panic!("{other:?}"),
         }
     }
 

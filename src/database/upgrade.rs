@@ -29,7 +29,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{BackupPhase, DEFAULT_TIMEOUT, Database, UpgradePolicy, UpgradeSpec, UpgradeState, UpgradeStatus};
-use crate::engine::Engine;
+use crate::engine::{Engine, major, tag};
 use crate::resources::view::DeploymentView;
 
 /// What the reconcile does about the image.
@@ -125,11 +125,6 @@ fn rolling(spec: &UpgradeSpec, mut upgrade: UpgradeStatus, now: &Time, same_majo
     Plan { image, upgrade: Some(upgrade), recheck_after: None }
 }
 
-/// The major version of `image` for `engine`, if its tag says it.
-pub(crate) fn major(engine: &dyn Engine, image: &str) -> Option<String> {
-    engine.major_version(tag(image)?)
-}
-
 /// Whether major version `a` is newer than `b`, compared number by number ("17" > "15",
 /// "8.4" > "8.0", "11.10" > "11.8").
 pub(crate) fn newer(a: &str, b: &str) -> bool {
@@ -141,16 +136,6 @@ pub(crate) fn newer(a: &str, b: &str) -> bool {
 /// `alpine`, a digest or no tag).
 pub(crate) fn names_a_version(image: &str) -> bool {
     tag(image).is_some_and(|tag| crate::engine::leading_version(tag, 1).is_some())
-}
-
-/// The tag of an image reference: after the last ':' of its last path segment (a registry's
-/// port is not a tag); none for a digest or no tag.
-pub(crate) fn tag(image: &str) -> Option<&str> {
-    if image.contains('@') {
-        return None;
-    }
-    let last_segment = image.rsplit('/').next()?;
-    last_segment.split_once(':').map(|(_, tag)| tag)
 }
 
 /// The name of the backup taken before upgrading `db` to `target`.

@@ -103,6 +103,21 @@ pub(crate) trait Engine: Send + Sync {
     }
 }
 
+/// The major version of `image` for `engine`, if its tag says it.
+pub(crate) fn major(engine: &dyn Engine, image: &str) -> Option<String> {
+    engine.major_version(tag(image)?)
+}
+
+/// The tag of an image reference: after the last ':' of its last path segment (a registry's
+/// port is not a tag); none for a digest or no tag.
+pub(crate) fn tag(image: &str) -> Option<&str> {
+    if image.contains('@') {
+        return None;
+    }
+    let last_segment = image.rsplit('/').next()?;
+    last_segment.split_once(':').map(|(_, tag)| tag)
+}
+
 /// The first `parts` dot-separated numbers of a tag ("17.2-alpine" -> "17" for one part,
 /// "8.4.3" -> "8.4" for two); none when the tag does not start with that many numbers.
 pub(crate) fn leading_version(tag: &str, parts: usize) -> Option<String> {

@@ -92,8 +92,10 @@ impl Controllers {
             // at again every FOREIGN_RECHECK.
             .watches(deployments, same_name_database(&databases))
             .watches(services, same_name_database(&databases))
-            // A restore waits for its backup, an upgrade for the backup taken before it.
+            // A restore waits for its backup (or the claim a deleted one kept), an upgrade for
+            // the backup taken before it.
             .watches(backups.clone(), database::restore::databases_waiting_for(databases.store()))
+            .watches(claims.clone(), database::restore::databases_restoring_from(databases.store()))
             .settled(database::status::settled)
             .workers(settings.workers)
             .cache_sync_timeout(settings.cache_sync_timeout)

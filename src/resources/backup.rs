@@ -1,5 +1,10 @@
 //! What a DatabaseBackup owns: a claim that keeps the dump, and a Job that writes it.
 //!
+//! The claim is the backup's to delete with it, unless `spec.storage.reclaimPolicy` is
+//! `Retain`: then it has no owner, and outlives the DatabaseBackup. Its labels say what a
+//! restore needs to know once the DatabaseBackup is gone ([`KeptDump`]): the backup's name and
+//! uid, the engine dumped and the major version of the image that dumped it.
+//!
 //! The Job runs the engine's logical dump tool from the Database's own image (the client tools
 //! come with the server), against the Database's Service, with the credentials of its Secret,
 //! into the claim: `pg_dump`, `mysqldump`, `mariadb-dump`, or `redis-cli --rdb`. It runs as
@@ -18,10 +23,22 @@ use k8s_openapi::api::core::v1::{
 use kube_core::ObjectMeta;
 
 use super::claim::{claim_spec, default_size};
-use super::meta::{BACKUP_LABEL, MANAGER, controller_reference};
+use super::meta::{BACKUP_LABEL, MANAGED_BY_LABEL, MANAGER, controller_reference, is_controlled_by};
 use super::secret;
-use crate::api::{Database, DatabaseBackup};
-use crate::engine::{BACKUP_DIR, Engine, container_security, pod_security, value};
+use super::view::PersistentVolumeClaimView;
+use crate::api::{Database, DatabaseBackup, ReclaimPolicy};
+use crate::engine::{self, BACKUP_DIR, Engine, container_security, pod_security, value};
+
+/// The label of a backup's claim holding its DatabaseBackup's uid: a kept claim is told from
+/// one a later DatabaseBackup of the same name would make.
+pub(crate) const BACKUP_UID_LABEL: &str = "example.com/backup-uid";
+
+/// The label of a backup's claim naming the engine dumped.
+pub(crate) const ENGINE_LABEL: &str = "example.com/engine";
+
+/// The label of a backup's claim holding the major version of the image that dumped, when its
+/// tag names one.
+pub(crate) const DUMP_MAJOR_LABEL: &str = "example.com/dump-major";
 
 fn metadata(backup: &DatabaseBackup) -> ObjectMeta {
     let name = backup.metadata.name.clone().unwrap_or_default();
@@ -38,17 +55,56 @@ fn metadata(backup: &DatabaseBackup) -> ObjectMeta {
     }
 }
 
-/// The claim that keeps `backup`'s dump: `spec.storage`, else as large as `db`'s volume.
-pub(crate) fn claim(backup: &DatabaseBackup, db: &Database) -> PersistentVolumeClaim {
+/// The claim that keeps `backup`'s dump of `db` (whose engine is `engine`, running `image`):
+/// `spec.storage`, else as large as `db`'s volume; owned by the backup unless retained.
+pub(crate) fn claim(backup: &DatabaseBackup, db: &Database, engine: &dyn Engine, image: &str) -> PersistentVolumeClaim {
     let storage = backup.spec.storage.clone().unwrap_or_default();
     let size = storage.size.unwrap_or_else(|| {
         db.spec.storage.as_ref().and_then(|s| s.size.clone()).unwrap_or_else(|| default_size(db.spec.size).to_string())
     });
-    PersistentVolumeClaim {
-        metadata: metadata(backup),
-        spec: Some(claim_spec(size, storage.storage_class_name)),
-        status: None,
+    let mut metadata = metadata(backup);
+    if storage.reclaim_policy == Some(ReclaimPolicy::Retain) {
+        // No owner: the garbage collector leaves it when the backup goes.
+        metadata.owner_references = Some(Vec::new());
     }
+    let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(BACKUP_UID_LABEL.into(), backup.metadata.uid.clone().unwrap_or_default());
+    labels.insert(ENGINE_LABEL.into(), engine.name().into());
+    if let Some(major) = engine::major(engine, image) {
+        labels.insert(DUMP_MAJOR_LABEL.into(), major);
+    }
+    PersistentVolumeClaim { metadata, spec: Some(claim_spec(size, storage.storage_class_name)), status: None }
+}
+
+/// What a kept claim (one of `reclaimPolicy: Retain`, owned by nobody) says of the dump in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeptDump {
+    /// The engine dumped (its name: `postgres`, `mariadb`, ...).
+    pub(crate) engine: String,
+    /// The major version of the image that dumped, when its tag named one.
+    pub(crate) major: Option<String>,
+}
+
+/// What `claim` keeps, when it is a backup's claim that outlived its DatabaseBackup (owned by
+/// nobody, labelled by the operator as backup `name`'s); none for any other claim.
+pub(crate) fn kept_dump(claim: &PersistentVolumeClaimView, name: &str) -> Option<KeptDump> {
+    let labels = claim.metadata.labels.as_ref()?;
+    let owned = claim.metadata.owner_references.as_ref().is_some_and(|o| !o.is_empty());
+    let ours = labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGER)
+        && labels.get(BACKUP_LABEL).map(String::as_str) == Some(name);
+    (ours && !owned).then(|| KeptDump {
+        engine: labels.get(ENGINE_LABEL).cloned().unwrap_or_default(),
+        major: labels.get(DUMP_MAJOR_LABEL).cloned(),
+    })
+}
+
+/// Whether the child with metadata `live` (its claim or Job) is `backup`'s: controlled by it,
+/// or (a retained claim) owned by nobody and labelled with its uid. A claim kept by an earlier
+/// DatabaseBackup of the same name is not.
+pub(crate) fn is_backup_child(live: &ObjectMeta, backup: &DatabaseBackup) -> bool {
+    let uid = live.labels.as_ref().and_then(|l| l.get(BACKUP_UID_LABEL));
+    let unowned = live.owner_references.as_ref().is_none_or(Vec::is_empty);
+    is_controlled_by(live, backup) || (unowned && uid.is_some() && uid == backup.metadata.uid.as_ref())
 }
 
 /// The volume of a backup's claim, and where the containers mount it.
@@ -104,5 +160,50 @@ pub(crate) fn job(backup: &DatabaseBackup, db: &Database, engine: &dyn Engine, i
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::api::{BackupStorage, DatabaseSpec, EngineKind, Size};
+
+    /// Backup `nightly` of Database `orders` in `shop`, with uid `uid`.
+    pub(crate) fn backup(uid: &str, policy: Option<ReclaimPolicy>) -> DatabaseBackup {
+        let mut backup = crate::api::backup("nightly", "orders");
+        backup.metadata.namespace = Some("shop".into());
+        backup.metadata.uid = Some(uid.into());
+        backup.spec.storage = Some(BackupStorage { reclaim_policy: policy, ..Default::default() });
+        backup
+    }
+
+    /// The claim of [`backup`] `uid`, of a dump of `kind` by `image`, as the cache holds it.
+    pub(crate) fn cached_claim(
+        uid: &str,
+        policy: Option<ReclaimPolicy>,
+        kind: EngineKind,
+        image: &str,
+    ) -> PersistentVolumeClaimView {
+        let db = Database::new("orders", DatabaseSpec::new(Size::Small, image).with_engine(kind));
+        let made = claim(&backup(uid, policy), &db, engine::of(kind), image);
+        PersistentVolumeClaimView { metadata: made.metadata, ..Default::default() }
+    }
+
+    #[test]
+    fn a_retained_backup_claim_has_no_owner_and_says_what_it_keeps() {
+        let (pg, retain) = (EngineKind::Postgres, Some(ReclaimPolicy::Retain));
+        let owned = cached_claim("uid-1", None, pg, "postgres:17.2");
+        assert_eq!(owned.metadata.owner_references.as_ref().unwrap()[0].uid, "uid-1", "the backup's to delete");
+        assert_eq!(kept_dump(&owned, "nightly"), None, "it goes with its backup");
+
+        let kept = cached_claim("uid-1", retain, pg, "postgres:17.2");
+        assert_eq!(kept.metadata.owner_references, Some(Vec::new()), "no owner: it outlives the backup");
+        assert!(is_backup_child(&kept.metadata, &backup("uid-1", retain)));
+        assert!(!is_backup_child(&kept.metadata, &backup("uid-2", retain)), "a later backup of the name is refused it");
+        let dump = KeptDump { engine: "postgres".into(), major: Some("17".into()) };
+        assert_eq!(kept_dump(&kept, "nightly"), Some(dump));
+        assert_eq!(kept_dump(&kept, "weekly"), None, "another backup's name");
+        let untagged = cached_claim("uid-1", retain, EngineKind::Mariadb, "mariadb:latest");
+        assert_eq!(kept_dump(&untagged, "nightly"), Some(KeptDump { engine: "mariadb".into(), major: None }));
     }
 }

@@ -16,6 +16,12 @@ use crate::engine::{self, Engine};
 /// The name of the init container that readies a restore.
 pub(crate) const RESTORE_CONTAINER: &str = "restore";
 
+/// The restore's first check: the dump is there. A dump Job renames its dump into place only
+/// once it reads back, so a claim without one (kept by a backup whose dump failed) holds nothing
+/// whole, and the pod says so in its last words.
+const WHOLE_DUMP: &str = "[ -f /backup/dump ] || { echo 'the backup claim holds no completed dump (/backup/dump): \
+                          its dump did not complete, and nothing was restored' >&2; exit 1; }";
+
 /// Adds the restore to `deployment`: an init container, running the engine's restore script
 /// in the Database's image, with the backup's claim (read-only), the data volume, and the
 /// initialisation directory the server reads at its first start (shared with the server).
@@ -30,7 +36,10 @@ pub(crate) fn with_restore(deployment: &mut Deployment, engine: &dyn Engine, cla
         name: RESTORE_CONTAINER.into(),
         image,
         // It writes into the data volume (redis's restore does): under the volume's lock.
-        command: Some(engine::fence::fenced(engine.data_dir(), &engine.restore_script())),
+        command: Some(engine::fence::fenced(
+            engine.data_dir(),
+            &format!("{WHOLE_DUMP} && {}", engine.restore_script()),
+        )),
         volume_mounts: Some(vec![backup_mount, data.clone(), initdb]),
         security_context: Some(engine::container_security()),
         termination_message_policy: Some(engine::LAST_WORDS.into()),

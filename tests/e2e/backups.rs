@@ -221,6 +221,68 @@ async fn a_new_database_waits_for_its_backup_then_restores_it_before_it_first_st
     assert_eq!(mismatch.reason, "RestoreEngineMismatch", "{}", mismatch.message);
 }
 
+/// A backup with `reclaimPolicy: Retain` outlives its DatabaseBackup and its Database: its
+/// claim stays, owned by nobody, after the garbage collector has deleted the backup's Job and
+/// the other backup's claim; a new Database restored from the deleted backup's name loads the
+/// kept dump, and the rows are read back.
+#[tokio::test]
+async fn a_retained_backup_outlives_its_databasebackup_and_restores_under_its_name() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "kept", Nodes::Real(2)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns.name);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns.name);
+    ready_postgres(&databases, "orders").await;
+    psql(&ns.name, "orders", "create table items (id int primary key, name text)");
+    psql(&ns.name, "orders", "insert into items select i, 'item ' || i from generate_series(1, 500) i");
+    let written = psql(&ns.name, "orders", "select count(*), md5(string_agg(name, ',' order by id)) from items");
+
+    let mut kept = backup::backup("kept", "orders");
+    kept.spec.storage =
+        Some(backup::BackupStorage { reclaim_policy: Some(backup::ReclaimPolicy::Retain), ..Default::default() });
+    backups.create(&PostParams::default(), &kept).await.unwrap();
+    backups.create(&PostParams::default(), &backup::backup("plain", "orders")).await.unwrap();
+    for name in ["kept", "plain"] {
+        let status = finished(&backups, name).await.status.unwrap();
+        assert_eq!(status.phase, Some(BackupPhase::Completed), "{name}: {:?}", status.message);
+    }
+    let claim = claims.get("kept").await.unwrap();
+    assert!(claim.metadata.owner_references.unwrap_or_default().is_empty(), "the kept claim has no owner");
+    let labels = claim.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("example.com/engine").map(String::as_str), Some("postgres"));
+
+    // Both backups and the Database deleted: the garbage collector takes both Jobs and the
+    // plain backup's claim, and leaves the kept one.
+    for name in ["kept", "plain"] {
+        backups.delete(name, &Default::default()).await.unwrap();
+    }
+    databases.delete("orders", &Default::default()).await.unwrap();
+    wait_until("the garbage collector to delete both Jobs and the plain backup's claim", CONVERGE, || async {
+        let jobs_left = jobs.list(&Default::default()).await.ok()?.items.len();
+        let plain = claims.get_opt("plain").await.ok()?;
+        (jobs_left == 0 && plain.is_none()).then_some(())
+    })
+    .await;
+    let claim = claims.get_opt("kept").await.unwrap().expect("the kept claim outlives its DatabaseBackup");
+    assert!(claim.metadata.deletion_timestamp.is_none());
+
+    databases
+        .create(&PostParams::default(), &restored_from("copy", EngineKind::Postgres, images::POSTGRES, "kept"))
+        .await
+        .unwrap();
+    wait_until("the copy to be restored from the kept claim and Ready", CONVERGE, || async {
+        let status = databases.get("copy").await.ok()?.status?;
+        (status.restored_from.as_deref() == Some("kept") && status.phase == Some(Phase::Ready)).then_some(())
+    })
+    .await;
+    let read = psql(&ns.name, "copy", "select count(*), md5(string_agg(name, ',' order by id)) from items");
+    assert_eq!(read, written, "the rows of the kept dump");
+    assert!(written.starts_with("500|"), "{written}");
+}
+
 #[tokio::test]
 async fn a_schedule_takes_backups_and_keeps_only_the_newest() {
     let client = client().await;

@@ -34,6 +34,17 @@ pub(crate) fn reaching(script: &str) -> String {
     format!("{REACHABLE}\n{script}")
 }
 
+/// The client scripts of `engine`: one that writes the rows (keys, for redis), one that reads
+/// their count and checksum back.
+pub(crate) fn write_and_read(engine: EngineKind) -> (String, String) {
+    match engine {
+        EngineKind::Postgres => (PG_WRITE.into(), PG_READ.into()),
+        EngineKind::Mysql => (mysql_write("mysql"), mysql_read("mysql")),
+        EngineKind::Mariadb => (mysql_write("mariadb"), mysql_read("mariadb")),
+        EngineKind::Redis => (REDIS_WRITE.into(), REDIS_READ.into()),
+    }
+}
+
 /// A thousand rows `(i, 'item i')` written by a SQL client, and what reads them back: the
 /// count and a checksum of every name in order.
 pub(crate) const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
@@ -145,17 +156,15 @@ async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restor
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let engines = [
-        ("postgres", EngineKind::Postgres, images::POSTGRES, reaching(PG_WRITE), reaching(PG_READ)),
-        ("mysql", EngineKind::Mysql, images::MYSQL, reaching(&mysql_write("mysql")), reaching(&mysql_read("mysql"))),
-        (
-            "mariadb",
-            EngineKind::Mariadb,
-            images::MARIADB,
-            reaching(&mysql_write("mariadb")),
-            reaching(&mysql_read("mariadb")),
-        ),
-        ("redis", EngineKind::Redis, images::REDIS, reaching(REDIS_WRITE), reaching(REDIS_READ)),
-    ];
+        ("postgres", EngineKind::Postgres, images::POSTGRES),
+        ("mysql", EngineKind::Mysql, images::MYSQL),
+        ("mariadb", EngineKind::Mariadb, images::MARIADB),
+        ("redis", EngineKind::Redis, images::REDIS),
+    ]
+    .map(|(name, engine, image)| {
+        let (write, read) = write_and_read(engine);
+        (name, engine, image, reaching(&write), reaching(&read))
+    });
     for (name, engine, image, ..) in &engines {
         let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
         databases.create(&PostParams::default(), &db).await.unwrap();

@@ -29,8 +29,8 @@ use serde_json::json;
 use crate::common::{
     Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql, psql_as, wait_until,
 };
+use crate::data::write_and_read;
 use crate::data::{CONVERGE, PG_READ, PG_WRITE, database_container, database_pod, processes_of, reaching, ready};
-use crate::data::{REDIS_READ, REDIS_WRITE, mysql_read, mysql_write};
 use crate::data::{back_after_kill, kill_database_container, signal_container};
 
 /// Rows inserted one transaction at a time until the server goes away (at most 20,000); prints
@@ -241,10 +241,14 @@ async fn every_engine_keeps_running_and_serving_its_rows_when_the_container_runt
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let engines = [
-        ("postgres", EngineKind::Postgres, images::POSTGRES, PG_WRITE.to_string(), PG_READ.to_string()),
-        ("mariadb", EngineKind::Mariadb, images::MARIADB, mysql_write("mariadb"), mysql_read("mariadb")),
-        ("redis", EngineKind::Redis, images::REDIS, REDIS_WRITE.to_string(), REDIS_READ.to_string()),
-    ];
+        ("postgres", EngineKind::Postgres, images::POSTGRES),
+        ("mariadb", EngineKind::Mariadb, images::MARIADB),
+        ("redis", EngineKind::Redis, images::REDIS),
+    ]
+    .map(|(name, engine, image)| {
+        let (write, read) = write_and_read(engine);
+        (name, engine, image, write, read)
+    });
     for (name, engine, image, ..) in &engines {
         let db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
         databases.create(&PostParams::default(), &db).await.unwrap();
@@ -444,11 +448,7 @@ async fn a_full_volume_is_reported_in_the_engines_words_and_loses_nothing_once_s
         db.spec.storage = Some(Box::new(sized));
         databases.create(&PostParams::default(), &db).await.unwrap();
         ready(databases, name).await;
-        let (write, read) = match engine {
-            EngineKind::Postgres => (PG_WRITE.to_string(), PG_READ.to_string()),
-            EngineKind::Redis => (REDIS_WRITE.to_string(), REDIS_READ.to_string()),
-            _ => (mysql_write("mariadb"), mysql_read("mariadb")),
-        };
+        let (write, read) = write_and_read(engine);
         let secret = format!("{name}-credentials");
         client_pod(client, ns, &format!("{name}-write"), image, &secret, &reaching(&write)).await;
         let written = client_pod(client, ns, &format!("{name}-read"), image, &secret, &reaching(&read)).await;
