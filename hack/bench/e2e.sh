@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The end-to-end reconcile benchmark (docs/benchmarks-e2e.md): how fast database-operator
-# brings N Databases, created before it starts, to "children exist and status is current" on a
-# real control plane, next to its peers and the bare writer, under the same client limits.
+# brings N Databases, created before it starts, to "children exist and status is current"
+# (converged) and then to idle (none of its writes seen for QUIET seconds: all its work done),
+# on a real control plane, next to its peers and the bare writer, under the same client
+# limits, log level and runtime threads (hack/bench/tools.sh), uncompressed responses for all
+# (hack/bench/plane.sh), RUNS interleaved runs each.
 #
 # usage: hack/bench/e2e.sh
 #
@@ -26,8 +29,13 @@
 #                     measured; a path given here is measured as it is, hack/image.sh unrun)
 #   TOOLS_PROFILE=release  the cargo profile of the probe, the bare writer and the kube-runtime
 #                     peer (hack/bench/tools.sh): dev only proves the harness (hack/test.sh)
-#   REPEAT=1          measure database-operator at WORKERS this many more times at the end,
-#                     to show the run-to-run spread on a shared machine
+#   RUNS=3            runs per implementation at WORKERS, interleaved (every implementation
+#                     once, then again), so that a slow stretch of the machine falls on all;
+#                     the table gives each one's median and range
+#   QUIET=10          after convergence, seconds without a write of the implementation's that
+#                     make it idle (the probe's --quiet-secs; below sample-controller's 30 s
+#                     resync, which writes again); "" stops the clock at convergence
+#   REPEAT=0          measure database-operator at WORKERS this many more times at the end
 #   UNRELATED=0       also seed this many Deployments of nobody's (0 replicas, in a namespace of
 #                     their own) before each measurement: the rest of a cluster, which an
 #                     operator's memory should not grow with
@@ -60,7 +68,9 @@ export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
 export KWOK_NODE_PODS=${KWOK_NODE_PODS:-110}
 OUT=${OUT:-target/bench/e2e}
 SVG=${SVG-docs/reconcile-throughput.svg}
-REPEAT=${REPEAT:-1}
+RUNS=${RUNS:-3}
+QUIET=${QUIET-10}
+REPEAT=${REPEAT:-0}
 OPERATOR=${OPERATOR:-target/release/database-operator}
 OPERATOR_IMAGE=${OPERATOR_IMAGE:-}
 
@@ -88,7 +98,7 @@ if [[ " $PEERS " == *" database-operator-image "* ]]; then
 fi
 log "built: operator $OPERATOR${OPERATOR_IMAGE:+ and $OPERATOR_IMAGE}; $TOOLS_PROFILE profile: $probe, $bare_writer, $kube_runtime_peer"
 
-printf 'label\timplementation\tworkers\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tload\tapiserver_cpu_seconds\tetcd_cpu_seconds\tkcm_cpu_seconds\tcpu_limit\tunrelated\tcommand\n' >"$results"
+printf 'label\timplementation\tworkers\tn\tseconds\tper_second\tcpu_seconds\trss_mib\tload\tapiserver_cpu_seconds\tetcd_cpu_seconds\tkcm_cpu_seconds\tcpu_limit\tunrelated\tidle_seconds\tconverged_cpu_seconds\twrites\twrites_after_convergence\tcommand\n' >"$results"
 # shellcheck source=hack/bench/plane.sh
 . hack/bench/plane.sh
 
@@ -118,14 +128,17 @@ measure() {
   if [ -n "${CPU_LIMIT:-}" ]; then
     limited=(hack/bench/cpu-limit.sh "$CPU_LIMIT" "$label")
   fi
-  if line=$("$probe" run --kind "$kind" --n "$N" --namespaces "$ns_list" --log "$OUT/logs/$label.log" "${also[@]}" --requests "$OUT/logs/$label.requests.tsv" -- "${limited[@]}" "$@"); then
+  local quiet=()
+  [ -z "$QUIET" ] || quiet=(--quiet-secs "$QUIET")
+  if line=$("$probe" run --kind "$kind" --n "$N" --namespaces "$ns_list" --log "$OUT/logs/$label.log" "${also[@]}" "${quiet[@]}" --requests "$OUT/logs/$label.requests.tsv" -- "${limited[@]}" "$@"); then
     log "[$label] $line"
     python3 - "$label" "$impl" "$workers" "$load" "${CPU_LIMIT:-}" "${UNRELATED:-0}" "$*" "$line" >>"$results" <<'PY'
 import json, sys
 label, impl, workers, load, cpu_limit, unrelated, command, line = sys.argv[1:]
 r = json.loads(line)
 plane = [r.get(f"{c}_cpu_seconds") for c in ("kube-apiserver", "etcd", "kube-controller-manager")]
-print("\t".join(map(str, [label, impl, workers, r["n"], r["seconds"], r["per_second"], r["cpu_seconds"], r["rss_mib"], load] + plane + [cpu_limit, unrelated, command])))
+idle = [r.get(k, "") for k in ("idle_seconds", "converged_cpu_seconds", "writes", "writes_after_convergence")]
+print("\t".join(map(str, [label, impl, workers, r["n"], r["seconds"], r["per_second"], r["cpu_seconds"], r["rss_mib"], load] + plane + [cpu_limit, unrelated] + idle + [command])))
 PY
   else
     log "[$label] FAILED (log: $OUT/logs/$label.log); going on with the others"
@@ -141,17 +154,22 @@ ours() {
   measure "$1" database-operator database "$2" "${command[@]}"
 }
 
-# The comparison at WORKERS first, then the sweep (its WORKERS point is not measured twice).
-ours database-operator "$WORKERS"
-for peer in $PEERS; do
-  case $peer in
-    database-operator-image) implementation_command database-operator "$WORKERS" "$KUBECONFIG" "$OPERATOR_IMAGE" ;;
-    database-operator-fifo) implementation_command "$peer" "$WORKERS" "$KUBECONFIG" "$OPERATOR" ;;
-    *) implementation_command "$peer" "$WORKERS" "$KUBECONFIG" ;;
-  esac
-  kind=database
-  [ "$peer" != sample-controller ] || kind=foo
-  measure "$peer" "$peer" "$kind" "$WORKERS" "${command[@]}"
+# The comparison at WORKERS first, RUNS rounds of every implementation, then the sweep (its
+# WORKERS point is not measured again).
+for ((round = 1; round <= RUNS; round++)); do
+  suffix=
+  [ "$RUNS" -eq 1 ] || suffix=-r$round
+  ours "database-operator$suffix" "$WORKERS"
+  for peer in $PEERS; do
+    case $peer in
+      database-operator-image) implementation_command database-operator "$WORKERS" "$KUBECONFIG" "$OPERATOR_IMAGE" ;;
+      database-operator-fifo) implementation_command "$peer" "$WORKERS" "$KUBECONFIG" "$OPERATOR" ;;
+      *) implementation_command "$peer" "$WORKERS" "$KUBECONFIG" ;;
+    esac
+    kind=database
+    [ "$peer" != sample-controller ] || kind=foo
+    measure "$peer$suffix" "$peer" "$kind" "$WORKERS" "${command[@]}"
+  done
 done
 for workers in $SWEEP; do
   [ "$workers" = "$WORKERS" ] && continue

@@ -14,6 +14,10 @@ plane_up() {
   hack/control-plane.sh down >/dev/null 2>&1 || true
   hack/control-plane.sh up >"$OUT/control-plane.log" 2>&1 || { cat "$OUT/control-plane.log" >&2; die "the control plane did not start"; }
   eval "$(hack/control-plane.sh env)"
+  # Every implementation is sent uncompressed responses: client-go asks for gzip unless the
+  # kubeconfig says disable-compression; kube-client without its gzip feature (the operator,
+  # the kube-runtime peer, the bare writer, the probe) never asks.
+  kubectl config set "clusters.$(kubectl config view -o jsonpath='{.clusters[0].name}').disable-compression" true >/dev/null
   local crds=(crd/databases.example.com)
   "${OPERATOR:-target/release/database-operator}" crd | kubectl apply -f - >/dev/null
   if [ -f "$peers/sample-controller-crd.yaml" ]; then

@@ -112,6 +112,16 @@ enum Command {
         /// through every key.
         #[arg(long)]
         idle_secs: Option<f64>,
+        /// After convergence, keep the command running until none of its writes has been seen
+        /// for this many seconds: a parent's status (any change of a parent once seeded), a
+        /// Service created or changed, a Deployment created or its spec changed (a new
+        /// generation: kube-controller-manager's status writes make none), an Event about a
+        /// parent. Seen through the watches, so the same for every implementation whatever it
+        /// exposes. Reports when the last one came (`idle_seconds`), the writes seen
+        /// (`writes`, `writes_after_convergence`), and the CPU time and peak RSS at the end of
+        /// the quiet window; `converged_cpu_seconds` is the CPU time at convergence.
+        #[arg(long)]
+        quiet_secs: Option<f64>,
         /// The implementation's command line.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -148,6 +158,7 @@ async fn main() -> anyhow::Result<()> {
             arrival_namespace,
             arrival_interval_ms,
             idle_secs,
+            quiet_secs,
             command,
         } => {
             let arrivals = Arrivals {
@@ -163,6 +174,7 @@ async fn main() -> anyhow::Result<()> {
                 rollout,
                 arrivals,
                 idle: idle_secs.map(Duration::from_secs_f64),
+                quiet: quiet_secs.map(Duration::from_secs_f64),
             };
             run(client, kind, n, namespaces, options, command).await
         }
@@ -226,6 +238,11 @@ struct State {
     created: HashMap<String, Instant>,
     /// Arrivals' seconds from create to converged.
     latencies: Vec<f64>,
+    /// The command's writes seen so far ([`Watch::apply`]), and when the last one was seen.
+    writes: u64,
+    last_write: Option<Instant>,
+    /// Deployment key -> its generation: a new one is a write of the command's.
+    generations: HashMap<String, i64>,
 }
 
 impl State {
@@ -271,6 +288,17 @@ enum Watched {
     Parent,
     Deployment,
     Service,
+    /// Events about parents (a field selector on the involved object's kind).
+    Event,
+}
+
+/// How an object reached the probe: in a list, or in a watch event.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Listed,
+    Added,
+    Modified,
+    Deleted,
 }
 
 struct Watch {
@@ -281,13 +309,32 @@ struct Watch {
 }
 
 impl Watch {
-    fn apply(&self, what: Watched, meta: &ObjectMeta, data: Option<&serde_json::Value>, deleted: bool) {
+    fn apply(&self, what: Watched, meta: &ObjectMeta, data: Option<&serde_json::Value>, seen: Seen) {
         if !meta.namespace.as_ref().is_some_and(|ns| self.namespaces.contains(ns)) {
             return;
         }
         let key = key(meta);
+        let deleted = seen == Seen::Deleted;
         let mut state = self.state.lock().expect("no panics while locked");
+        // Whether this is a write of the command's: once the parents are seeded, nothing else
+        // changes a parent, writes a Service, changes a Deployment's spec or reports on a
+        // parent (an added parent is an arrival, the probe's own write).
+        let new_generation = what == Watched::Deployment && !deleted && {
+            let generation = meta.generation.unwrap_or_default();
+            state.generations.insert(key.clone(), generation).is_none_or(|before| generation > before)
+        };
+        let wrote = match (seen, what) {
+            (Seen::Listed | Seen::Deleted, _) => false,
+            (_, Watched::Parent) => seen == Seen::Modified,
+            (_, Watched::Deployment) => new_generation,
+            (_, Watched::Service | Watched::Event) => true,
+        };
+        if wrote {
+            state.writes += 1;
+            state.last_write = Some(Instant::now());
+        }
         let parents = match what {
+            Watched::Event => Vec::new(),
             Watched::Parent => {
                 if deleted {
                     state.parents.remove(&key);
@@ -351,6 +398,7 @@ async fn follow<K>(
     watch: Arc<Watch>,
     listed: Arc<Notify>,
     metadata_only: bool,
+    fields: Option<&'static str>,
 ) -> anyhow::Result<()>
 where
     K: kube_core::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
@@ -363,13 +411,16 @@ where
         let mut continue_token: Option<String> = None;
         loop {
             let mut lp = ListParams::default().limit(500);
+            if let Some(fields) = fields {
+                lp = lp.fields(fields);
+            }
             if let Some(token) = &continue_token {
                 lp = lp.continue_token(token);
             }
             if metadata_only {
                 let list = api.list_metadata(&lp).await?;
                 for item in &list.items {
-                    watch.apply(what, &item.metadata, None, false);
+                    watch.apply(what, &item.metadata, None, Seen::Listed);
                 }
                 rv = list.metadata.resource_version.unwrap_or_default();
                 continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
@@ -377,7 +428,7 @@ where
                 let list = api.list(&lp).await?;
                 for item in &list.items {
                     let value = serde_json::to_value(item)?;
-                    watch.apply(what, item.meta(), Some(&value), false);
+                    watch.apply(what, item.meta(), Some(&value), Seen::Listed);
                 }
                 rv = list.metadata.resource_version.unwrap_or_default();
                 continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
@@ -391,19 +442,26 @@ where
             first = false;
         }
         loop {
-            let wp = WatchParams::default().timeout(290);
+            let mut wp = WatchParams::default().timeout(290);
+            if let Some(fields) = fields {
+                wp = wp.fields(fields);
+            }
             let expired = if metadata_only {
                 let mut stream = api.watch_metadata(&wp, &rv).await?.boxed();
                 let mut expired = false;
                 while let Some(event) = stream.try_next().await? {
                     match event {
-                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                        WatchEvent::Added(o) => {
                             rv = o.metadata.resource_version.clone().unwrap_or(rv);
-                            watch.apply(what, &o.metadata, None, false);
+                            watch.apply(what, &o.metadata, None, Seen::Added);
+                        }
+                        WatchEvent::Modified(o) => {
+                            rv = o.metadata.resource_version.clone().unwrap_or(rv);
+                            watch.apply(what, &o.metadata, None, Seen::Modified);
                         }
                         WatchEvent::Deleted(o) => {
                             rv = o.metadata.resource_version.clone().unwrap_or(rv);
-                            watch.apply(what, &o.metadata, None, true);
+                            watch.apply(what, &o.metadata, None, Seen::Deleted);
                         }
                         WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
                         WatchEvent::Error(status) if status.code == 410 => expired = true,
@@ -416,13 +474,17 @@ where
                 let mut expired = false;
                 while let Some(event) = stream.try_next().await? {
                     match event {
-                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                        WatchEvent::Added(o) => {
                             rv = o.meta().resource_version.clone().unwrap_or(rv);
-                            watch.apply(what, o.meta(), Some(&serde_json::to_value(&o)?), false);
+                            watch.apply(what, o.meta(), Some(&serde_json::to_value(&o)?), Seen::Added);
+                        }
+                        WatchEvent::Modified(o) => {
+                            rv = o.meta().resource_version.clone().unwrap_or(rv);
+                            watch.apply(what, o.meta(), Some(&serde_json::to_value(&o)?), Seen::Modified);
                         }
                         WatchEvent::Deleted(o) => {
                             rv = o.meta().resource_version.clone().unwrap_or(rv);
-                            watch.apply(what, o.meta(), None, true);
+                            watch.apply(what, o.meta(), None, Seen::Deleted);
                         }
                         WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
                         WatchEvent::Error(status) if status.code == 410 => expired = true,
@@ -500,6 +562,7 @@ struct RunOptions {
     rollout: Option<String>,
     arrivals: Arrivals,
     idle: Option<Duration>,
+    quiet: Option<Duration>,
 }
 
 /// Waits until `pid`'s CPU time has not moved for `idle` (or `deadline` passes); returns when
@@ -515,6 +578,20 @@ async fn wait_until_idle(pid: u32, idle: Duration, deadline: Instant) -> anyhow:
         }
     }
     Ok(moved)
+}
+
+/// Waits until no write of the command has been seen for `quiet` (fails at `deadline`);
+/// returns when the last one was seen, if any was.
+async fn wait_until_quiet(watch: &Watch, quiet: Duration, deadline: Instant) -> anyhow::Result<Option<Instant>> {
+    let waited = Instant::now();
+    loop {
+        let last = watch.state.lock().expect("no panics while locked").last_write;
+        if last.unwrap_or(waited).elapsed() >= quiet {
+            return Ok(last);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the command still wrote at the timeout");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// New Databases created during a run.
@@ -593,7 +670,7 @@ async fn run(
     options: RunOptions,
     command: Vec<String>,
 ) -> anyhow::Result<()> {
-    let RunOptions { log, also, requests, timeout, rollout, arrivals, idle } = options;
+    let RunOptions { log, also, requests, timeout, rollout, arrivals, idle, quiet } = options;
     anyhow::ensure!(kind != Kind::UnrelatedDeployment, "unrelated Deployments are seeded, not measured");
     anyhow::ensure!(kind == Kind::Database || arrivals.count == 0, "arrivals are Databases");
     let mut namespaces = namespaces;
@@ -620,7 +697,7 @@ async fn run(
         namespaces: Arc::new(namespaces.into_iter().collect()),
         changed: Arc::new(Notify::new()),
     });
-    let listed: Vec<Arc<Notify>> = (0..3).map(|_| Arc::new(Notify::new())).collect();
+    let listed: Vec<Arc<Notify>> = (0..4).map(|_| Arc::new(Notify::new())).collect();
     let resource = api_resource(kind);
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(follow(
@@ -629,6 +706,7 @@ async fn run(
         watch.clone(),
         listed[0].clone(),
         false,
+        None,
     ));
     tasks.spawn(follow(
         Api::<Deployment>::all(client.clone()),
@@ -636,8 +714,25 @@ async fn run(
         watch.clone(),
         listed[1].clone(),
         true,
+        None,
     ));
-    tasks.spawn(follow(Api::<Service>::all(client.clone()), Watched::Service, watch.clone(), listed[2].clone(), true));
+    tasks.spawn(follow(
+        Api::<Service>::all(client.clone()),
+        Watched::Service,
+        watch.clone(),
+        listed[2].clone(),
+        true,
+        None,
+    ));
+    let about = if kind == Kind::Foo { "involvedObject.kind=Foo" } else { "involvedObject.kind=Database" };
+    tasks.spawn(follow(
+        Api::<k8s_openapi::api::core::v1::Event>::all(client.clone()),
+        Watched::Event,
+        watch.clone(),
+        listed[3].clone(),
+        true,
+        Some(about),
+    ));
     for l in &listed {
         l.notified().await;
     }
@@ -696,6 +791,16 @@ async fn run(
         if Instant::now() > deadline {
             break Err(anyhow::anyhow!("timed out with {converged}/{total} converged"));
         }
+    };
+    let converged_cpu = usage(pid, ticks_per_second).map(|(cpu, _)| cpu);
+    let writes_at_convergence = watch.state.lock().expect("no panics while locked").writes;
+    let quiet = match (&outcome, quiet) {
+        (Ok(_), Some(quiet)) => tokio::select! {
+            last = wait_until_quiet(&watch, quiet, deadline) => Some(last?.unwrap_or(started).duration_since(started)),
+            _ = terminate.recv() => bail!("terminated while waiting for the command's writes to stop"),
+            _ = tokio::signal::ctrl_c() => bail!("interrupted while waiting for the command's writes to stop"),
+        },
+        _ => None,
     };
     let busy = match (&outcome, idle) {
         (Ok(_), Some(idle)) => tokio::select! {
@@ -758,6 +863,13 @@ async fn run(
     result.as_object_mut().expect("an object").extend(also_cpu);
     if let Some(busy) = busy {
         result["busy_seconds"] = json!((busy.as_secs_f64() * 1000.0).round() / 1000.0);
+    }
+    if let Some(idle) = quiet {
+        let writes = watch.state.lock().expect("no panics while locked").writes;
+        result["idle_seconds"] = json!((idle.as_secs_f64() * 1000.0).round() / 1000.0);
+        result["converged_cpu_seconds"] = json!((converged_cpu? * 100.0).round() / 100.0);
+        result["writes"] = json!(writes);
+        result["writes_after_convergence"] = json!(writes - writes_at_convergence);
     }
     let mut latencies = std::mem::take(&mut watch.state.lock().expect("no panics while locked").latencies);
     if !latencies.is_empty() {

@@ -10,6 +10,7 @@ import csv
 import math
 import os
 import platform
+import statistics
 
 OURS = "database-operator"
 # The binary the image ships (static, debug info stripped), measured beside OPERATOR's
@@ -52,13 +53,19 @@ def main():
             r[k] = int(r[k])
         for k in ("seconds", "per_second", "cpu_seconds", "rss_mib"):
             r[k] = float(r[k])
+        for k in ("idle_seconds", "converged_cpu_seconds", "writes", "writes_after_convergence"):
+            r[k] = float(r[k]) if r.get(k) not in (None, "", "None") else None
+        r["idle_per_second"] = r["n"] / r["idle_seconds"] if r["idle_seconds"] else None
         r["plane"] = plane_cpu(r)
     # Repeated runs of one implementation at one worker count: every run in the tables, their
-    # mean in the ratios and the plot.
-    at = {name: mean([r for r in rows if r["implementation"] == name and r["workers"] == args.workers])
+    # median (and range) in the ratios and the plot.
+    at = {name: summary([r for r in rows if r["implementation"] == name and r["workers"] == args.workers])
           for name in {r["implementation"] for r in rows}}
     at = {k: v for k, v in at.items() if v}
     ours = at.get(OURS)
+    # The headline is the time until idle (all the work done) where the runs measured it.
+    until_idle = bool(ours and ours.get("idle_per_second"))
+    speed = "idle_per_second" if until_idle else "per_second"
 
     limit = next((r.get("cpu_limit") for r in rows if r.get("cpu_limit")), None)
     print(f"Machine: {machine()}.\n")
@@ -69,19 +76,27 @@ def main():
     if unrelated:
         print(f"Before each measurement, **{unrelated}** Deployments of nobody's (0 replicas, none of "
               f"the operator's labels) were created in a namespace of their own.\n")
-    print(f"### Convergence of N parents at workers = {args.workers}{f', CPU limit {limit}' if limit else ''}\n")
-    header = ("| implementation | workers | N | seconds | reconciles/s | CPU-s | peak RSS MiB "
+    print(f"### N parents to convergence and to idle at workers = {args.workers}"
+          f"{f', CPU limit {limit}' if limit else ''}\n")
+    print("Idle: none of the implementation's writes seen for the quiet window after convergence "
+          "(`e2e-probe run --quiet-secs`); CPU-s and peak RSS are at the end of it, CPU-s at "
+          "convergence apart. A median row gives each figure's median and, in brackets, its range.\n")
+    header = ("| implementation | workers | N | seconds to converge | seconds to idle | Databases/s until idle "
+              "| CPU-s until idle | CPU-s at convergence | writes after convergence | peak RSS MiB "
               "| apiserver / etcd / kcm CPU-s | load (1/5/15 min) |")
     print(header)
-    print("|---|--:|--:|--:|--:|--:|--:|--:|---|")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
     for name in [OURS, FIFO, SHIPPED] + PEERS + BARE:
         for r in (r for r in rows if r["implementation"] == name and r["workers"] == args.workers):
-            print(f"| {name} | {r['workers']} | {r['n']} | {r['seconds']:.1f} | {r['per_second']:.1f} | "
-                  f"{r['cpu_seconds']:.2f} | {r['rss_mib']:.1f} | {r['plane']} | {r['load']} |")
+            print(f"| {name} | {r['workers']} | {r['n']} | {fmt(r, 'seconds', 1)} | {fmt(r, 'idle_seconds', 1)} | "
+                  f"{fmt(r, 'idle_per_second', 1)} | {fmt(r, 'cpu_seconds', 2)} | {fmt(r, 'converged_cpu_seconds', 2)} | "
+                  f"{fmt(r, 'writes_after_convergence', 0)} | {fmt(r, 'rss_mib', 1)} | {r['plane']} | {r['load']} |")
         r = at.get(name)
         if r and r["runs"] > 1:
-            print(f"| **{name}, mean of {r['runs']}** | {r['workers']} | {r['n']} | {r['seconds']:.1f} | "
-                  f"{r['per_second']:.1f} | {r['cpu_seconds']:.2f} | {r['rss_mib']:.1f} | | |")
+            print(f"| **{name}, median of {r['runs']}** | {r['workers']} | {r['n']} | {fmt(r, 'seconds', 1)} | "
+                  f"{fmt(r, 'idle_seconds', 1)} | {fmt(r, 'idle_per_second', 1)} | {fmt(r, 'cpu_seconds', 2)} | "
+                  f"{fmt(r, 'converged_cpu_seconds', 2)} | {fmt(r, 'writes_after_convergence', 0)} | "
+                  f"{fmt(r, 'rss_mib', 1)} | | |")
     print("\nCommands (run by the probe, `e2e-probe run ... -- COMMAND`):\n")
     for name in [OURS, FIFO, SHIPPED] + PEERS + BARE:
         if name in at:
@@ -95,12 +110,12 @@ def main():
                              ("all peers, sample-controller included (it does less work per object)", every)):
             if not peers:
                 continue
-            fastest = max(peers, key=lambda r: r["per_second"])
+            fastest = max(peers, key=lambda r: r[speed] or 0)
             leanest_cpu = min(peers, key=lambda r: r["cpu_seconds"])
             leanest_rss = min(peers, key=lambda r: r["rss_mib"])
-            print(f"Against the best of {title}:\n")
+            print(f"Against the best of {title}{', until idle' if until_idle else ''}:\n")
             print(f"- throughput, ours / best peer ({fastest['implementation']}): "
-                  f"**{ours['per_second'] / fastest['per_second']:.2f}x** [>= 1.5x]")
+                  f"**{ours[speed] / fastest[speed]:.2f}x** [>= 1.5x]")
             print(f"- CPU-seconds, best peer ({leanest_cpu['implementation']}) / ours: "
                   f"**{leanest_cpu['cpu_seconds'] / ours['cpu_seconds']:.2f}x** [>= 2x, i.e. ours <= half]")
             print(f"- peak RSS, best peer ({leanest_rss['implementation']}) / ours: "
@@ -108,8 +123,8 @@ def main():
         if limit:
             print(f"Under the CPU limit of {limit}, throughput against each peer doing the same work:\n")
             for peer, target in (("kube-runtime", 2.5), ("controller-runtime", 6.0)):
-                if peer in at:
-                    ratio = ours["per_second"] / at[peer]["per_second"]
+                if peer in at and at[peer][speed]:
+                    ratio = ours[speed] / at[peer][speed]
                     print(f"- ours / {peer}: **{ratio:.2f}x** [>= {target}x: {'met' if ratio >= target else 'not met'}]")
             print()
         if SHIPPED in at:
@@ -120,13 +135,14 @@ def main():
                   f"**{shipped['rss_mib'] / ours['rss_mib']:.2f}x** [throughput >= 1, CPU-s and RSS "
                   f"within the run-to-run spread]\n")
         for bare in BARE:
-            if bare in at:
+            if bare in at and at[bare][speed]:
                 what = "the same writes, events included" if bare.endswith("events") else "the three applies only"
                 print(f"- throughput, ours / {bare} ({what}): "
-                      f"**{ours['per_second'] / at[bare]['per_second']:.2f}** [>= 0.9]")
+                      f"**{ours[speed] / at[bare][speed]:.2f}** [>= 0.9]; CPU per Database, ours / {bare}: "
+                      f"**{ours['cpu_seconds'] / at[bare]['cpu_seconds']:.2f}x** [<= 1.3x]")
 
     sweep_runs = sorted((r for r in rows if r["implementation"] == OURS), key=lambda r: r["workers"])
-    sweep = [mean([r for r in sweep_runs if r["workers"] == w]) for w in sorted({r["workers"] for r in sweep_runs})]
+    sweep = [summary([r for r in sweep_runs if r["workers"] == w]) for w in sorted({r["workers"] for r in sweep_runs})]
     if sweep_runs:
         print("\n### database-operator: worker sweep\n")
         print("| workers | N | seconds | reconciles/s | CPU-s | peak RSS MiB | apiserver / etcd / kcm CPU-s "
@@ -205,20 +221,37 @@ def svg(sweep, others, workers):
         out.append(f'<text x="{legend_x + 26}" y="{ly + 4}">{name}: {r["per_second"]:.0f}/s</text>')
     note_y = legend_y + 22 * (len(others) + 1) + 10
     out.append(f'<text x="{legend_x}" y="{note_y}" fill="#555">peers at workers = {workers};</text>')
-    out.append(f'<text x="{legend_x}" y="{note_y + 16}" fill="#555">repeated runs: their mean</text>')
+    out.append(f'<text x="{legend_x}" y="{note_y + 16}" fill="#555">repeated runs: their median</text>')
     out.append("</svg>\n")
     return "\n".join(out)
 
 
-def mean(runs):
-    """One row standing for `runs` (the mean of their figures), or None."""
+FIGURES = ("seconds", "per_second", "cpu_seconds", "rss_mib", "idle_seconds", "idle_per_second",
+           "converged_cpu_seconds", "writes_after_convergence")
+
+
+def summary(runs):
+    """One row standing for `runs`: each figure's median, and its range as (lowest, highest)
+    under the figure's name with `_range`; None for no runs."""
     if not runs:
         return None
     row = dict(runs[-1])
-    for k in ("seconds", "per_second", "cpu_seconds", "rss_mib"):
-        row[k] = sum(r[k] for r in runs) / len(runs)
+    for k in FIGURES:
+        values = [r[k] for r in runs if r.get(k) is not None]
+        row[k] = statistics.median(values) if values else None
+        row[k + "_range"] = (min(values), max(values)) if len(values) > 1 else None
     row["runs"] = len(runs)
     return row
+
+
+def fmt(row, k, digits):
+    """A figure of `row` with `digits` decimals, its range in brackets when it has one."""
+    value = row.get(k)
+    if value is None:
+        return "-"
+    spread = row.get(k + "_range")
+    text = f"{value:.{digits}f}"
+    return f"{text} ({spread[0]:.{digits}f}-{spread[1]:.{digits}f})" if spread else text
 
 
 def nice_step(raw):

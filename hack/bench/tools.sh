@@ -69,20 +69,31 @@ build_tools() {
 # one FIFO: --priority-queue=false), sample-controller, controller-runtime, kube-runtime,
 # bare-writer or bare-writer-events. A script appends what it needs more (an operator's flag
 # given twice takes its last value).
+#
+# Every implementation logs at the same level, BENCH_LOG (default error: none of them then
+# logs per object; sample-controller's klog has no level above its per-sync info lines, so
+# its log goes to /dev/null but for errors), and the Rust ones run RUNTIME_THREADS threads of
+# async runtime (default 1, the operator's default: a current-thread runtime); the Go ones run
+# Go's default, GOMAXPROCS = the cores.
+BENCH_LOG=${BENCH_LOG:-error}
+RUNTIME_THREADS=${RUNTIME_THREADS:-1}
 implementation_command() {
   local impl=$1 workers=$2 kubeconfig=$3 operator=${4:-target/release/database-operator}
-  local limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST")
+  local limits=(--kube-api-qps "$QPS" --kube-api-burst "$BURST") threads=(--runtime-threads "$RUNTIME_THREADS")
   case $impl in
     database-operator) command=("$operator" --kubeconfig "$kubeconfig" --workers "$workers" "${limits[@]}"
-      --metrics-bind-address 0 --health-probe-bind-address 0) ;;
+      --metrics-bind-address 0 --health-probe-bind-address 0 --log-level "$BENCH_LOG" "${threads[@]}") ;;
     database-operator-fifo) implementation_command database-operator "$workers" "$kubeconfig" "$operator"
       command+=(--priority-queue=false) ;;
     sample-controller) command=("$peers/sample-controller-peer" -kubeconfig "$kubeconfig" -workers "$workers"
-      -kube-api-qps "$QPS" -kube-api-burst "$BURST") ;;
+      -kube-api-qps "$QPS" -kube-api-burst "$BURST")
+      [ "$BENCH_LOG" != error ] || command+=(-logtostderr=false -log_file=/dev/null -stderrthreshold=ERROR) ;;
     controller-runtime) command=("$peers/controller-runtime-peer" --kubeconfig "$kubeconfig" --workers "$workers"
-      "${limits[@]}") ;;
-    kube-runtime) command=("$kube_runtime_peer" --kubeconfig "$kubeconfig" --workers "$workers" "${limits[@]}") ;;
-    bare-writer) command=("$bare_writer" --kubeconfig "$kubeconfig" --workers "$workers" "${limits[@]}") ;;
+      "${limits[@]}" --zap-log-level "$BENCH_LOG") ;;
+    kube-runtime) command=(env RUST_LOG="$BENCH_LOG" "$kube_runtime_peer" --kubeconfig "$kubeconfig"
+      --workers "$workers" "${limits[@]}" "${threads[@]}") ;;
+    bare-writer) command=("$bare_writer" --kubeconfig "$kubeconfig" --workers "$workers" "${limits[@]}"
+      "${threads[@]}") ;;
     bare-writer-events) implementation_command bare-writer "$workers" "$kubeconfig"
       command+=(--events) ;;
     *) die "unknown implementation $impl" ;;

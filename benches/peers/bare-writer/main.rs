@@ -40,11 +40,22 @@ struct Args {
     /// Also create the `Created` event per Database that the operator publishes.
     #[arg(long)]
     events: bool,
+    /// Threads of the async runtime: 1 (the default) is a current-thread runtime, as the
+    /// operator's default; more is a multi-thread one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    runtime_threads: u16,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let runtime = match args.runtime_threads {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+        threads => tokio::runtime::Builder::new_multi_thread().worker_threads(threads.into()).enable_all().build()?,
+    };
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     let limits = client::Limits { qps: args.kube_api_qps, burst: args.kube_api_burst };
     let (client, _) = client::load(
         args.kubeconfig.as_deref().map(std::path::Path::as_os_str),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -56,6 +57,9 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 	var block *blocker
 	var deployment *appsv1.Deployment
+	// Published at the end, also when a write failed, as database-operator publishes its own.
+	wrote := &writes{}
+	defer wrote.record(r, db)
 	switch {
 	case deploymentFound && !controlledBy(liveDeployment, db):
 		block = notOwned("Deployment", db.Name)
@@ -63,7 +67,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		block = notOwned("Service", db.Name)
 	default:
 		deployment = &appsv1.Deployment{}
-		rejected, err := r.ensure(ctx, db, "Deployment", desiredDeployment(db), liveDeployment, deploymentFound, deployment)
+		rejected, err := r.ensure(ctx, db, "Deployment", desiredDeployment(db), liveDeployment, deploymentFound, deployment, wrote)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -71,7 +75,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			deployment, block = nil, rejectedBlocker("Deployment", rejected)
 			break
 		}
-		rejected, err = r.ensure(ctx, db, "Service", desiredService(db), liveService, serviceFound, &corev1.Service{})
+		rejected, err = r.ensure(ctx, db, "Service", desiredService(db), liveService, serviceFound, &corev1.Service{}, wrote)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -113,10 +117,23 @@ func (r *DatabaseReconciler) getCached(ctx context.Context, req ctrl.Request, ob
 	return err == nil, err
 }
 
-// ensure applies desired unless the cached live object already holds every field it sets.
-// It returns the apiserver's message when it refused the child (400/422), and the written
-// (or cached) object in out.
-func (r *DatabaseReconciler) ensure(ctx context.Context, db *Database, kind string, desired runtime.ApplyConfiguration, live client.Object, found bool, out client.Object) (string, error) {
+// writes collects what one reconcile created and updated, told in one event per reason that
+// names every child, as database-operator tells it: the same writes in the benchmark.
+type writes struct{ created, updated []string }
+
+func (w *writes) record(r *DatabaseReconciler, db *Database) {
+	if len(w.created) > 0 {
+		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, "Created", "Reconcile", "created %s", strings.Join(w.created, " and "))
+	}
+	if len(w.updated) > 0 {
+		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, "Updated", "Reconcile", "updated %s to match the Database spec", strings.Join(w.updated, " and "))
+	}
+}
+
+// ensure applies desired unless the cached live object already holds every field it sets,
+// and notes the write in wrote. It returns the apiserver's message when it refused the child
+// (400/422), and the written (or cached) object in out.
+func (r *DatabaseReconciler) ensure(ctx context.Context, db *Database, kind string, desired runtime.ApplyConfiguration, live client.Object, found bool, out client.Object, wrote *writes) (string, error) {
 	if found && !differs(desired, live) {
 		reflect.ValueOf(out).Elem().Set(reflect.ValueOf(live).Elem())
 		return "", nil
@@ -130,9 +147,9 @@ func (r *DatabaseReconciler) ensure(ctx context.Context, db *Database, kind stri
 	// Apply does not hand the written object back; the cache has it once the watch delivers it.
 	if found {
 		reflect.ValueOf(out).Elem().Set(reflect.ValueOf(live).Elem())
-		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, "Updated", "Reconcile", "updated %s %s to match the Database spec", kind, db.Name)
+		wrote.updated = append(wrote.updated, kind+" "+db.Name)
 	} else {
-		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, "Created", "Reconcile", "created %s %s", kind, db.Name)
+		wrote.created = append(wrote.created, kind+" "+db.Name)
 	}
 	return "", nil
 }

@@ -90,6 +90,10 @@ struct Args {
     kube_api_qps: f32,
     #[arg(long, default_value_t = 30)]
     kube_api_burst: u32,
+    /// Threads of the async runtime: 1 (the default) is a current-thread runtime, as
+    /// database-operator's default; more is a multi-thread one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    runtime_threads: u16,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,10 +110,17 @@ struct Context {
     recorder: Recorder,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
     let args = Args::parse();
+    let runtime = match args.runtime_threads {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+        threads => tokio::runtime::Builder::new_multi_thread().worker_threads(threads.into()).enable_all().build()?,
+    };
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
@@ -184,8 +195,10 @@ async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error
     let (deployment, blocker) = match foreign {
         Some(kind) => (None, Some(Blocker::NotOwned(kind, name.clone()))),
         None => {
-            let deployment = ensure(&ctx, &db, desired_deployment(&db), live_deployment).await?;
-            let service = ensure(&ctx, &db, desired_service(&db), live_service).await?;
+            let mut wrote = Wrote::default();
+            let deployment = ensure(&ctx, desired_deployment(&db), live_deployment, &mut wrote).await?;
+            let service = ensure(&ctx, desired_service(&db), live_service, &mut wrote).await?;
+            wrote.publish(&ctx, &db).await;
             match (deployment, service) {
                 (Err(message), _) => (None, Some(Blocker::Rejected("Deployment", message))),
                 (Ok(d), Err(message)) => (Some(d), Some(Blocker::Rejected("Service", message))),
@@ -210,13 +223,33 @@ async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error
     Ok(Action::await_change())
 }
 
-/// Applies `desired` unless the cached `live` already holds every field it sets. The inner
-/// `Err` is the apiserver's refusal (400/422) of the child.
+/// What one reconcile created and updated, told in one event per reason that names every
+/// child, as database-operator tells it: the same writes in the benchmark.
+#[derive(Default)]
+struct Wrote {
+    created: Vec<String>,
+    updated: Vec<String>,
+}
+
+impl Wrote {
+    async fn publish(self, ctx: &Context, db: &Database) {
+        if !self.created.is_empty() {
+            publish(ctx, db, EventType::Normal, "Created", format!("created {}", self.created.join(" and "))).await;
+        }
+        if !self.updated.is_empty() {
+            let note = format!("updated {} to match the Database spec", self.updated.join(" and "));
+            publish(ctx, db, EventType::Normal, "Updated", note).await;
+        }
+    }
+}
+
+/// Applies `desired` unless the cached `live` already holds every field it sets, and notes the
+/// write in `wrote`. The inner `Err` is the apiserver's refusal (400/422) of the child.
 async fn ensure<K>(
     ctx: &Context,
-    db: &Database,
     desired: K,
     live: Option<Arc<K>>,
+    wrote: &mut Wrote,
 ) -> Result<Result<Arc<K>, String>, Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -235,12 +268,8 @@ where
     let api = Api::<K>::namespaced(ctx.client.clone(), &namespace);
     match api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&desired)).await {
         Ok(written) => {
-            let (reason, note) = if repair {
-                ("Updated", format!("updated {kind} {name} to match the Database spec"))
-            } else {
-                ("Created", format!("created {kind} {name}"))
-            };
-            publish(ctx, db, EventType::Normal, reason, note).await;
+            let list = if repair { &mut wrote.updated } else { &mut wrote.created };
+            list.push(format!("{kind} {name}"));
             Ok(Ok(Arc::new(written)))
         }
         Err(kube::Error::Api(status)) if status.code == 400 || status.code == 422 => Ok(Err(status.message)),
