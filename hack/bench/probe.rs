@@ -796,7 +796,12 @@ async fn run(
     let writes_at_convergence = watch.state.lock().expect("no panics while locked").writes;
     let quiet = match (&outcome, quiet) {
         (Ok(_), Some(quiet)) => tokio::select! {
-            last = wait_until_quiet(&watch, quiet, deadline) => Some(last?.unwrap_or(started).duration_since(started)),
+            // Idle is never before convergence: the probe sees the last write a moment before
+            // it counts the convergence that write made.
+            last = wait_until_quiet(&watch, quiet, deadline) => {
+                let converged = *outcome.as_ref().expect("matched Ok");
+                Some(last?.map_or(converged, |at| at.duration_since(started).max(converged)))
+            }
             _ = terminate.recv() => bail!("terminated while waiting for the command's writes to stop"),
             _ = tokio::signal::ctrl_c() => bail!("interrupted while waiting for the command's writes to stop"),
         },
