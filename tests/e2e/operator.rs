@@ -706,6 +706,16 @@ async fn metrics_and_probes_report_what_the_operator_does() {
     assert!(after.contains("workqueue_queue_duration_seconds_bucket{"), "{after}");
     assert!(after.contains("controller_runtime_reconcile_time_seconds_count{controller=\"database\"}"));
     assert!(after.contains("informer_watches_total{"), "{after}");
+    // The Database and its Deployment came through the watches (the caches had synced before
+    // the create), and their bytes were counted.
+    for resource in ["databases.example.com", "deployments.apps"] {
+        let added = format!(r#"informer_events_total{{resource="{resource}",type="ADDED"}}"#);
+        let received = format!(r#"informer_received_bytes_total{{resource="{resource}"}}"#);
+        for series in [added, received] {
+            let (was, is) = (sample(&before, &series).unwrap_or(0.0), sample(&after, &series));
+            assert!(is.is_some_and(|is| is > was), "{series} did not grow from {was}: {after}");
+        }
+    }
     let patched = after.lines().find(|l| l.starts_with(r#"rest_client_requests_total{code="200",method="PATCH""#));
     assert!(patched.is_some(), "the server-side applies are counted: {after}");
     assert!(after.contains(r#"rest_client_request_duration_seconds_bucket{le="0.005",verb="PATCH""#), "{after}");
@@ -770,11 +780,17 @@ async fn resident_after_converging(prefix: &str, count: usize, make: impl Fn(usi
 }
 
 /// Hostile sizes: Databases whose annotations fill the apiserver's 256 KiB and whose image
-/// fills the schema's 1,024 characters cost the operator no more memory than plain ones
-/// (cached, 40 of those annotations alone would take 9.5 MiB).
+/// fills the schema's 1,024 characters cost the operator no more memory than plain ones.
+///
+/// Cached, the 40 annotations alone would hold 10,000 KiB. Not cached, the process still reads
+/// each of them once (the initial list, the watch events), and the allocator keeps some of
+/// those freed buffers: 2.4-3.1 MiB resident in the runs on record, varying with how the reads
+/// fall. The bound is half the payload, so the test fails when the annotations are kept (12.5
+/// MiB more when they were) and not on where the allocator's retention lands.
 #[tokio::test]
 async fn databases_at_the_apiservers_size_limits_cost_the_operator_no_more_memory_than_plain_ones() {
     const COUNT: usize = 40;
+    const ANNOTATION_KIB: usize = 250;
     let plain =
         resident_after_converging("plain-sizes", COUNT, |i| database(&format!("db-{i}"), Size::Small, "postgres:17"))
             .await;
@@ -782,14 +798,15 @@ async fn databases_at_the_apiservers_size_limits_cost_the_operator_no_more_memor
         let image = format!("registry.example.com/{}", "x".repeat(1024 - 21));
         let mut db = database(&format!("db-{i}"), Size::Small, &image);
         // The apiserver allows 256 KiB of annotations (keys and values) per object.
-        db.metadata.annotations = Some([("example.com/filler".to_string(), "x".repeat(250 * 1024))].into());
+        db.metadata.annotations = Some([("example.com/filler".to_string(), "x".repeat(ANNOTATION_KIB * 1024))].into());
         db
     })
     .await;
     let grown = hostile.saturating_sub(plain);
     eprintln!("resident after converging {COUNT} Databases: plain {plain} KiB, at the size limits {hostile} KiB");
+    let bound = (COUNT * ANNOTATION_KIB / 2) as u64;
     assert!(
-        grown < 3 * 1024,
-        "hostile objects grew the operator's memory by {grown} KiB ({plain} KiB -> {hostile} KiB)"
+        grown < bound,
+        "hostile objects grew the operator's memory by {grown} KiB ({plain} KiB -> {hostile} KiB), over {bound} KiB"
     );
 }

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::list_watch::{ListWatch, UrlListWatch, is_namespaced};
+use super::shared::resource_name;
 use super::{Cache, Config, Error, Informer, wait_for_caches};
 
 /// Hands out one shared [`Informer`] per kind, and starts and waits for them together.
@@ -145,15 +146,18 @@ impl Factory {
         let mut informers = self.informers.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = informers.entry(TypeId::of::<K>()).or_insert_with(|| {
             let config = Config { label_selector: label_selector.map(str::to_string), ..self.config.clone() };
+            let received = config.metrics.as_ref().map(|m| m.received_bytes(&resource_name::<K>())).unwrap_or_default();
             let informer = Arc::new(if self.namespaces.len() > 1 && is_namespaced::<K>() {
                 let each = self.namespaces.iter().map(|namespace| {
-                    let list_watch = UrlListWatch::<K>::new(self.client.clone(), Some(namespace));
+                    let list_watch =
+                        UrlListWatch::<K>::new(self.client.clone(), Some(namespace)).counting(received.clone());
                     (namespace.clone(), Arc::new(list_watch) as Arc<dyn ListWatch<K>>)
                 });
                 Informer::from_namespaced_list_watches(each.collect(), config)
             } else {
                 let namespace = self.namespaces.first().map(String::as_str);
-                Informer::from_list_watch(UrlListWatch::<K>::new(self.client.clone(), namespace), config)
+                let list_watch = UrlListWatch::<K>::new(self.client.clone(), namespace).counting(received);
+                Informer::from_list_watch(list_watch, config)
             });
             Entry {
                 informer: informer.clone(),

@@ -19,6 +19,7 @@ use futures::{AsyncBufReadExt, FutureExt, StreamExt};
 use kube_client::{Api, Client};
 use kube_core::params::{ListParams, WatchParams};
 use kube_core::{Request, Resource, WatchEvent};
+use prometheus_client::metrics::counter::Counter;
 use serde::de::DeserializeOwned;
 
 use super::Error;
@@ -66,6 +67,8 @@ where
 pub(crate) struct UrlListWatch<K> {
     client: Client,
     request: Request,
+    /// Counts the bytes of every body read (`informer_received_bytes_total`).
+    received: Counter,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -80,7 +83,13 @@ impl<K: Resource<DynamicType = ()>> UrlListWatch<K> {
     /// ignored for a cluster-scoped kind, as `kubectl get nodes -n x` ignores it.
     pub(crate) fn new(client: Client, namespace: Option<&str>) -> Self {
         let namespace = namespace.filter(|ns| !ns.is_empty() && is_namespaced::<K>());
-        UrlListWatch { client, request: Request::new(K::url_path(&(), namespace)), _kind: PhantomData }
+        let request = Request::new(K::url_path(&(), namespace));
+        UrlListWatch { client, request, received: Counter::default(), _kind: PhantomData }
+    }
+
+    /// Counts the bytes read into `received`.
+    pub(crate) fn counting(self, received: Counter) -> Self {
+        UrlListWatch { received, ..self }
     }
 }
 
@@ -90,6 +99,7 @@ impl<K: Resource + Clone> UrlListWatch<K> {
         UrlListWatch {
             client: api.clone().into_client(),
             request: Request::new(api.resource_url()),
+            received: Counter::default(),
             _kind: PhantomData,
         }
     }
@@ -146,6 +156,7 @@ where
             let mut request = self.request.list(params).map_err(kube_client::Error::BuildRequest)?;
             request.extensions_mut().insert("list");
             let body = self.client.request_text(request).await?;
+            self.received.inc_by(body.len() as u64);
             Ok(decode::list(&body).map_err(kube_client::Error::SerdeError)?)
         }
         .boxed()
@@ -163,7 +174,15 @@ where
             // event, which the client's decompression does not follow.
             request.headers_mut().insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
             let body = self.client.request_stream(request).await?;
-            Ok(body.lines().filter_map(|line| std::future::ready(watch_line(line))).boxed())
+            let received = self.received.clone();
+            let count = move |line: std::io::Result<String>| {
+                if let Ok(line) = &line {
+                    // The line and its newline.
+                    received.inc_by(line.len() as u64 + 1);
+                }
+                std::future::ready(watch_line(line))
+            };
+            Ok(body.lines().filter_map(count).boxed())
         }
         .boxed()
     }

@@ -8,6 +8,8 @@
 //! | `informer_relists_total` | lists made again because the watch's resourceVersion was gone (410) |
 //! | `informer_watch_errors_total` | watches that could not start or ended with an error, 410 included |
 //! | `informer_undecodable_objects_total` | list items and watch events left out of the cache because they do not decode |
+//! | `informer_events_total` | watch events received, labelled `type` too: `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR` (a streaming list's objects are `ADDED` events) |
+//! | `informer_received_bytes_total` | bytes of list and watch bodies read, before decoding (what the apiserver sent, uncompressed) |
 //!
 //! and one gauge, labelled `resource` and `handler`: `informer_handler_queue_depth`, the
 //! changes waiting in a handler's lane.
@@ -19,6 +21,20 @@ use prometheus_client::registry::Registry;
 
 type Labels = [(&'static str, String); 1];
 type HandlerLabels = [(&'static str, String); 2];
+type EventLabels = [(&'static str, String); 2];
+
+/// The watch event types, in the order of [`ResourceMetrics::events`].
+const EVENT_TYPES: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
+
+/// A watch event's type, for [`ResourceMetrics::event`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+    Bookmark,
+    Error,
+}
 
 /// The informer counters, registered once and shared by every informer (clone it into each
 /// [`Config`](super::Config)).
@@ -39,6 +55,8 @@ pub struct Metrics {
     relists: Family<Labels, Counter>,
     watch_errors: Family<Labels, Counter>,
     undecodable: Family<Labels, Counter>,
+    events: Family<EventLabels, Counter>,
+    received_bytes: Family<Labels, Counter>,
     handler_depth: Family<HandlerLabels, Gauge>,
 }
 
@@ -61,6 +79,12 @@ impl Metrics {
             "List items and watch events left out of the cache because they do not decode",
             metrics.undecodable.clone(),
         );
+        registry.register("informer_events", "Watch events received, by type", metrics.events.clone());
+        registry.register(
+            "informer_received_bytes",
+            "Bytes of list and watch bodies read, before decoding",
+            metrics.received_bytes.clone(),
+        );
         registry.register(
             "informer_handler_queue_depth",
             "Changes waiting for an event handler",
@@ -79,9 +103,19 @@ impl Metrics {
             relists: self.relists.get_or_create(&labels).clone(),
             watch_errors: self.watch_errors.get_or_create(&labels).clone(),
             undecodable: self.undecodable.get_or_create(&labels).clone(),
+            events: EVENT_TYPES.map(|kind| {
+                let labels: EventLabels = [("resource", resource.to_string()), ("type", kind.to_string())];
+                self.events.get_or_create(&labels).clone()
+            }),
             handler_depth: self.handler_depth.clone(),
             resource: resource.to_string(),
         }
+    }
+
+    /// The counter of bytes received for one resource: the [list and watch](super::ListWatch)
+    /// count into it as they read.
+    pub(crate) fn received_bytes(&self, resource: &str) -> Counter {
+        self.received_bytes.get_or_create(&[("resource", resource.to_string())]).clone()
     }
 }
 
@@ -94,11 +128,18 @@ pub(crate) struct ResourceMetrics {
     pub(crate) relists: Counter,
     pub(crate) watch_errors: Counter,
     pub(crate) undecodable: Counter,
+    /// Indexed as [`EVENT_TYPES`]: created once, so counting an event looks nothing up.
+    events: [Counter; 5],
     handler_depth: Family<HandlerLabels, Gauge>,
     resource: String,
 }
 
 impl ResourceMetrics {
+    /// Counts one watch event of type `kind`.
+    pub(crate) fn event(&self, kind: EventType) {
+        self.events[kind as usize].inc();
+    }
+
     /// The queue depth gauge of the handler called `handler`.
     pub(crate) fn handler_depth(&self, handler: &str) -> Gauge {
         let labels: HandlerLabels = [("resource", self.resource.clone()), ("handler", handler.to_string())];
@@ -120,6 +161,11 @@ mod tests {
         configmaps.relists.inc();
         configmaps.watches.inc_by(2);
         configmaps.watch_errors.inc();
+        configmaps.event(EventType::Added);
+        configmaps.event(EventType::Modified);
+        configmaps.event(EventType::Modified);
+        configmaps.event(EventType::Bookmark);
+        metrics.received_bytes("configmaps").inc_by(1234);
         let mut text = String::new();
         encode(&mut text, &registry).unwrap();
         for line in [
@@ -128,6 +174,11 @@ mod tests {
             "informer_relists_total{resource=\"configmaps\"} 1",
             "informer_watch_errors_total{resource=\"configmaps\"} 1",
             "informer_list_errors_total{resource=\"configmaps\"} 0",
+            "informer_events_total{resource=\"configmaps\",type=\"ADDED\"} 1",
+            "informer_events_total{resource=\"configmaps\",type=\"MODIFIED\"} 2",
+            "informer_events_total{resource=\"configmaps\",type=\"BOOKMARK\"} 1",
+            "informer_events_total{resource=\"configmaps\",type=\"DELETED\"} 0",
+            "informer_received_bytes_total{resource=\"configmaps\"} 1234",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

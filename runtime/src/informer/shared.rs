@@ -236,7 +236,7 @@ where
 }
 
 /// `plural` for the core group, `plural.group` otherwise: the name `kubectl` and RBAC use.
-fn resource_name<K: Resource<DynamicType = ()>>() -> String {
+pub(super) fn resource_name<K: Resource<DynamicType = ()>>() -> String {
     let (plural, group) = (K::plural(&()), K::group(&()));
     if group.is_empty() { plural.into_owned() } else { format!("{plural}.{group}") }
 }
