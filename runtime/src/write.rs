@@ -17,7 +17,9 @@
 //!   controller owns its status.
 //! - [`Statuses`]: the statuses this process wrote that the cache has not shown yet, so a
 //!   reconcile that runs before the write's watch event reads what was written, not what was
-//!   there before, and does not write it again.
+//!   there before, and does not write it again; and the write's own watch event (its echo)
+//!   queues no reconcile ([`Statuses::echo`], wired by the controller's
+//!   [`Builder::own_statuses`](crate::controller::Builder::own_statuses)).
 //! - [`refusal`]: an answer that says the object itself cannot be written (invalid, or refused
 //!   by a quota): retrying the same object cannot help, so a controller reports it instead.
 //!
@@ -304,6 +306,26 @@ impl<S: Clone> Statuses<S> {
         written.insert(key.to_string(), entry);
     }
 
+    /// Whether the cache's update of the object `key` from resourceVersion `old` to `new` is
+    /// the watch showing this process's last status write: `new` is the version that write
+    /// produced, and `old` one the write was computed from (or one of our earlier writes). The
+    /// reconcile that wrote the status acted on everything the new version shows but the
+    /// status itself, so that update needs no reconcile of its own (the caller checks that the
+    /// rest of the object did not change, for a relist may skip versions). The entry is
+    /// dropped then: the cache has caught up.
+    pub fn echo(&self, key: &str, old: Option<&str>, new: Option<&str>) -> bool {
+        let mut written = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let echo = written.get(key).is_some_and(|entry| {
+            new.is_some()
+                && entry.written.as_deref() == new
+                && old.is_some_and(|old| entry.before.iter().any(|b| b == old))
+        });
+        if echo {
+            written.remove(key);
+        }
+        echo
+    }
+
     /// The object `key` is gone.
     pub fn forget(&self, key: &str) {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
@@ -356,6 +378,28 @@ mod tests {
         assert_eq!(written.catch_up("ns/orders", Some("11")), Some("second"));
         assert_eq!(written.catch_up("ns/orders", Some("10")), Some("second"));
         assert_eq!(written.catch_up("ns/orders", Some("12")), None);
+        assert!(written.is_empty());
+    }
+
+    #[test]
+    fn the_watch_showing_our_own_write_is_an_echo_and_catches_the_cache_up() {
+        let written = Statuses::default();
+        written.wrote("ns/orders", Some("10"), &"written", Some("11"));
+        assert!(!written.echo("ns/orders", Some("10"), Some("12")), "another version than the write's");
+        assert!(!written.echo("ns/orders", Some("9"), Some("11")), "from a version the write did not read");
+        assert!(!written.echo("ns/other", Some("10"), Some("11")), "another object");
+        assert!(written.echo("ns/orders", Some("10"), Some("11")));
+        assert!(written.is_empty(), "caught up");
+        assert!(!written.echo("ns/orders", Some("10"), Some("11")), "nothing written since");
+    }
+
+    #[test]
+    fn of_two_writes_before_the_cache_caught_up_only_the_last_ones_echo_is_skipped() {
+        let written = Statuses::default();
+        written.wrote("ns/orders", Some("10"), &"first", Some("11"));
+        written.wrote("ns/orders", Some("10"), &"second", Some("12"));
+        assert!(!written.echo("ns/orders", Some("10"), Some("11")), "the first write: the second is still to come");
+        assert!(written.echo("ns/orders", Some("11"), Some("12")));
         assert!(written.is_empty());
     }
 

@@ -177,6 +177,12 @@ impl DatabaseReconciler {
         Self { writer, stores, recorder, statuses: Statuses::default(), rollout_marker }
     }
 
+    /// The record of the statuses this reconciler wrote, for the controller to tell their
+    /// echoes ([`controller::Builder::own_statuses`](operator_runtime::controller::Builder::own_statuses)).
+    pub(crate) fn statuses(&self) -> Statuses<DatabaseStatus> {
+        self.statuses.clone()
+    }
+
     /// One pass: the phases, then the status; the events it collected are published at the end.
     async fn reconcile_database(&self, db: &Database) -> Result<Action, Error> {
         let mut pass = Pass {

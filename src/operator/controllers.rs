@@ -97,6 +97,8 @@ impl Controllers {
             .watches(backups.clone(), database::restore::databases_waiting_for(databases.store()))
             .watches(claims.clone(), database::restore::databases_restoring_from(databases.store()))
             .settled(database::status::settled)
+            // The watch showing a status the reconciler wrote needs no reconcile.
+            .own_statuses(database_reconciler.statuses())
             .workers(settings.workers)
             .cache_sync_timeout(settings.cache_sync_timeout)
             .queue(queue("database"))

@@ -8,7 +8,7 @@ use kube_core::Resource;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::enqueue::{Background, Enqueue, Mapper, Settled, owner_keys};
+use super::enqueue::{Background, Echo, Enqueue, Mapper, Settled, owner_keys};
 use super::metrics::{ControllerMetrics, Metrics};
 use super::worker::{self, Reconciler};
 use super::{Error, ObjectKey};
@@ -18,8 +18,15 @@ use crate::workqueue::RateLimitingQueue;
 /// Whether a primary object is settled ([`Builder::settled`]).
 type Predicate<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
+/// What the event handlers of one controller share.
+struct Shared {
+    queue: RateLimitingQueue<ObjectKey>,
+    background: Option<Arc<Background>>,
+    echo: Option<Echo>,
+}
+
 /// Registers one informer's event handler on the controller's queue.
-type Wire = Box<dyn FnOnce(&RateLimitingQueue<ObjectKey>, Option<&Arc<Background>>) + Send>;
+type Wire = Box<dyn FnOnce(&Shared) + Send>;
 
 /// Builds a [`Controller`] over a primary informer and the informers of what it owns.
 ///
@@ -44,6 +51,7 @@ pub struct Builder<K> {
     cache_sync_timeout: Duration,
     metrics: Option<Metrics>,
     settled: Option<Predicate<K>>,
+    echo: Option<Echo>,
 }
 
 impl<K> Debug for Builder<K> {
@@ -69,6 +77,7 @@ where
             cache_sync_timeout: Duration::from_secs(120),
             metrics: None,
             settled: None,
+            echo: None,
         };
         builder.wire(primary, Arc::new(|obj: &K| vec![key_of(obj)]), true);
         builder
@@ -100,14 +109,14 @@ where
     {
         self.syncs.push(informer.clone());
         let controller = self.name.clone();
-        self.wiring.push(Box::new(move |queue, background| {
-            let background = background.cloned();
+        self.wiring.push(Box::new(move |shared| {
             informer.add_event_handler(Arc::new(Enqueue {
-                queue: queue.clone(),
+                queue: shared.queue.clone(),
                 map,
                 controller,
                 primary,
-                background,
+                background: shared.background.clone(),
+                echo: shared.echo.clone().filter(|_| primary),
             }));
         }));
     }
@@ -120,6 +129,15 @@ where
     /// only the initial list and resyncs are low.
     pub fn settled(mut self, settled: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
         self.settled = Some(Arc::new(settled));
+        self
+    }
+
+    /// The statuses the reconciler writes through `statuses`: the watch event of such a write
+    /// (its echo) queues no reconcile, as the reconcile that wrote it acted on all the rest
+    /// that version shows (see [`Statuses::echo`](crate::write::Statuses::echo)). Without it,
+    /// every echo costs a reconcile that finds nothing to do.
+    pub fn own_statuses<S: Clone + Send + 'static>(mut self, statuses: crate::write::Statuses<S>) -> Self {
+        self.echo = Some(Arc::new(move |key: &str, old: Option<&str>, new: Option<&str>| statuses.echo(key, old, new)));
         self
     }
 
@@ -155,9 +173,11 @@ where
             let settled: Settled = Arc::new(move |key: &str| store.get(key).is_some_and(|obj| settled(&obj)));
             Arc::new(Background::new(settled))
         });
+        let shared = Shared { queue, background, echo: self.echo };
         for wire in self.wiring {
-            wire(&queue, background.as_ref());
+            wire(&shared);
         }
+        let queue = shared.queue;
         Controller {
             metrics: self.metrics.map(|m| m.for_controller(&self.name)),
             name: self.name,

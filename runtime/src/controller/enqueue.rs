@@ -11,6 +11,12 @@
 //! | with [`Builder::settled`](super::Builder::settled), for a key in the [`Background`]: an add, update or delete of a watched object, or an update of the primary that leaves `metadata.generation` alone | low |
 //! | anything else: a live add of the primary, a spec change, a delete of the primary, a watched object's delete | normal |
 //!
+//! One event queues nothing: with [`Builder::own_statuses`](super::Builder::own_statuses), the
+//! primary's update that is the watch showing the controller's own status write (the
+//! resourceVersion that write produced, from the one it read, with the rest of the metadata
+//! unchanged: generation, labels, annotations, finalizers, owners, deletion). The reconcile
+//! that wrote the status already acted on everything else that version holds.
+//!
 //! A key is in the background when its primary object is settled, or when it came from the
 //! initial list unsettled and no user has changed it since (a new generation or a delete takes
 //! it out; settling takes it out of the list too, as it is then in the background anyway).
@@ -37,6 +43,10 @@ pub(super) type Mapper<C> = Arc<dyn Fn(&C) -> Vec<String> + Send + Sync>;
 
 /// Whether the primary object under a key is settled (see [`Builder::settled`](super::Builder::settled)).
 pub(super) type Settled = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Whether the update of the primary under a key from one resourceVersion to another is the
+/// echo of the controller's own status write ([`crate::write::Statuses::echo`]).
+pub(super) type Echo = Arc<dyn Fn(&str, Option<&str>, Option<&str>) -> bool + Send + Sync>;
 
 /// The keys of `owner`'s kind that `obj`'s controller ownerReference names.
 pub(super) fn owner_keys<K, C>(obj: &C) -> Vec<String>
@@ -109,6 +119,8 @@ pub(super) struct Enqueue<C> {
     /// Whether this is the primary informer (its own generation tells a spec change).
     pub(super) primary: bool,
     pub(super) background: Option<Arc<Background>>,
+    /// The primary's only: tells the echoes of the controller's own status writes.
+    pub(super) echo: Option<Echo>,
 }
 
 impl<C> Enqueue<C> {
@@ -158,6 +170,12 @@ impl<C: Resource + Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
         if old.resource_version.is_some() && old.resource_version == new.resource_version {
             return self.add(keys, |_| Priority::Low);
         }
+        if let Some(echo) = &self.echo
+            && all_but_status_unchanged(old, new)
+            && keys.iter().all(|key| echo(key, old.resource_version.as_deref(), new.resource_version.as_deref()))
+        {
+            return;
+        }
         let spec_changed = self.primary && old.generation != new.generation;
         self.add(keys, |key| {
             if !spec_changed {
@@ -177,6 +195,19 @@ impl<C: Resource + Send + Sync + 'static> EventHandler<C> for Enqueue<C> {
         }
         self.add(keys, |_| Priority::Normal);
     }
+}
+
+/// Whether a status write could have made `new` from `old`: everything in the metadata but
+/// the resourceVersion (and the managedFields, which the cache drops) is the same, and the
+/// generation says the spec is too.
+fn all_but_status_unchanged(old: &kube_core::ObjectMeta, new: &kube_core::ObjectMeta) -> bool {
+    old.generation == new.generation
+        && old.uid == new.uid
+        && old.labels == new.labels
+        && old.annotations == new.annotations
+        && old.finalizers == new.finalizers
+        && old.owner_references == new.owner_references
+        && old.deletion_timestamp == new.deletion_timestamp
 }
 
 #[cfg(test)]
@@ -247,7 +278,38 @@ mod tests {
             controller: "test".into(),
             primary,
             background: Some(Arc::new(Background::new(Arc::new(move |key: &str| settled.contains(&key))))),
+            echo: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_echo_of_our_own_status_write_queues_nothing_and_any_other_change_does() {
+        let statuses = crate::write::Statuses::default();
+        let echoes = statuses.clone();
+        let h = Enqueue {
+            echo: Some(Arc::new(move |k: &str, o: Option<&str>, n: Option<&str>| echoes.echo(k, o, n)) as Echo),
+            ..handler(true, &[])
+        };
+        statuses.wrote("ns/a", Some("1"), &"ready", Some("2"));
+        h.on_update(&object("a", "1", 1), &object("a", "2", 1));
+        assert!(h.queue.is_empty(), "the echo");
+        assert!(statuses.is_empty(), "the cache caught up");
+
+        // The same versions, but the spec changed too (a relist can skip the version between).
+        statuses.wrote("ns/a", Some("2"), &"ready", Some("3"));
+        h.on_update(&object("a", "2", 1), &object("a", "3", 2));
+        assert_eq!(order(&h.queue).await, ["ns/a"]);
+
+        // A label changed with the write's version.
+        statuses.wrote("ns/a", Some("3"), &"ready", Some("4"));
+        let mut labelled = ConfigMap::clone(&object("a", "4", 2));
+        labelled.metadata.labels = Some([("team".to_string(), "x".to_string())].into());
+        h.on_update(&object("a", "3", 2), &Arc::new(labelled));
+        assert_eq!(order(&h.queue).await, ["ns/a"]);
+
+        // Somebody else's write.
+        h.on_update(&object("a", "4", 2), &object("a", "5", 2));
+        assert_eq!(order(&h.queue).await, ["ns/a"]);
     }
 
     /// A controller's two handlers, the primary's and a watched informer's, on one queue and one
