@@ -46,7 +46,7 @@ fn metadata(backup: &DatabaseBackup) -> ObjectMeta {
         name: Some(name.clone()),
         namespace: backup.metadata.namespace.clone(),
         labels: Some(BTreeMap::from([
-            ("app.kubernetes.io/managed-by".to_string(), MANAGER.to_string()),
+            (MANAGED_BY_LABEL.to_string(), MANAGER.to_string()),
             ("app.kubernetes.io/component".to_string(), "backup".to_string()),
             (BACKUP_LABEL.to_string(), name),
         ])),
