@@ -14,6 +14,7 @@
 //! and one gauge, labelled `resource` and `handler`: `informer_handler_queue_depth`, the
 //! changes waiting in a handler's lane.
 
+use kube_core::WatchEvent;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -25,16 +26,6 @@ type EventLabels = [(&'static str, String); 2];
 
 /// The watch event types, in the order of [`ResourceMetrics::events`].
 const EVENT_TYPES: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
-
-/// A watch event's type, for [`ResourceMetrics::event`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum EventType {
-    Added,
-    Modified,
-    Deleted,
-    Bookmark,
-    Error,
-}
 
 /// The informer counters, registered once and shared by every informer (clone it into each
 /// [`Config`](super::Config)).
@@ -135,9 +126,16 @@ pub(crate) struct ResourceMetrics {
 }
 
 impl ResourceMetrics {
-    /// Counts one watch event of type `kind`.
-    pub(crate) fn event(&self, kind: EventType) {
-        self.events[kind as usize].inc();
+    /// Counts one watch event by its type.
+    pub(crate) fn event<K>(&self, event: &WatchEvent<K>) {
+        let index = match event {
+            WatchEvent::Added(_) => 0,
+            WatchEvent::Modified(_) => 1,
+            WatchEvent::Deleted(_) => 2,
+            WatchEvent::Bookmark(_) => 3,
+            WatchEvent::Error(_) => 4,
+        };
+        self.events[index].inc();
     }
 
     /// The queue depth gauge of the handler called `handler`.
@@ -161,10 +159,12 @@ mod tests {
         configmaps.relists.inc();
         configmaps.watches.inc_by(2);
         configmaps.watch_errors.inc();
-        configmaps.event(EventType::Added);
-        configmaps.event(EventType::Modified);
-        configmaps.event(EventType::Modified);
-        configmaps.event(EventType::Bookmark);
+        let event = |e: WatchEvent<()>| configmaps.event(&e);
+        event(WatchEvent::Added(()));
+        event(WatchEvent::Modified(()));
+        event(WatchEvent::Modified(()));
+        let bookmark = serde_json::json!({"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"resourceVersion": "1"}}});
+        event(serde_json::from_value(bookmark).unwrap());
         metrics.received_bytes("configmaps").inc_by(1234);
         let mut text = String::new();
         encode(&mut text, &registry).unwrap();

@@ -42,7 +42,7 @@ use super::backoff::Backoff;
 use super::error::Undecodable;
 use super::handler::Distributor;
 use super::list_watch::{ListWatch, WatchStream};
-use super::metrics::{EventType, ResourceMetrics};
+use super::metrics::ResourceMetrics;
 use super::store::key_of;
 use super::transform::TransformFunc;
 use super::{Config, Error, InitialListMode};
@@ -234,7 +234,7 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
                 Ok(None) | Err(_) => return Err(Error::InitialEventsIncomplete),
             };
             open.events += 1;
-            self.metrics.event(event_type(&event));
+            self.metrics.event(&event);
             match event {
                 WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                     let obj = (self.transform)(obj);
@@ -359,7 +359,7 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
     }
 
     fn apply(&mut self, event: WatchEvent<K>) -> Result<(), Error> {
-        self.metrics.event(event_type(&event));
+        self.metrics.event(&event);
         let resource_version = match event {
             WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                 let resource_version = obj.meta().resource_version.clone();
@@ -378,16 +378,5 @@ impl<K: Resource + Send + Sync + 'static> Reflector<K> {
             self.resource_version = resource_version;
         }
         Ok(())
-    }
-}
-
-/// The type of a watch event, as counted in `informer_events_total`.
-fn event_type<K>(event: &WatchEvent<K>) -> EventType {
-    match event {
-        WatchEvent::Added(_) => EventType::Added,
-        WatchEvent::Modified(_) => EventType::Modified,
-        WatchEvent::Deleted(_) => EventType::Deleted,
-        WatchEvent::Bookmark(_) => EventType::Bookmark,
-        WatchEvent::Error(_) => EventType::Error,
     }
 }
