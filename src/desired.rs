@@ -17,6 +17,7 @@ pub use crate::resources::view::{
     ClaimSpecView, ClaimStatusView, ContainerPortView, ContainerView, DeploymentConditionView, DeploymentSpecView,
     DeploymentStatusView, DeploymentView, PersistentVolumeClaimView, PodSpecView, PodTemplateView, ResourcesView,
     SecretView, SelectorView, ServicePortView, ServiceSpecView, ServiceView, StrategyView, TemplateMetaView,
+    share_words,
 };
 pub use crate::resources::workload::ROLLOUT_LABEL;
 

@@ -149,8 +149,8 @@ impl Blocker {
                         && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
             })
             .map(|c| Blocker::DeploymentFailing {
-                reason: c.reason.clone().unwrap_or_else(|| c.type_.clone()),
-                message: c.message.clone().unwrap_or_default(),
+                reason: c.reason.as_deref().unwrap_or(&c.type_).to_string(),
+                message: c.message.as_deref().unwrap_or_default().to_string(),
             })
     }
 

@@ -42,6 +42,8 @@ impl Controllers {
     /// Creates the informers both controllers need on `factory` (before it starts) and wires
     /// them to the controllers.
     pub(super) fn build(factory: &Factory, client: &Client, recorder: &Recorder, settings: Settings) -> Self {
+        // Before any view is decoded: the strings most children hold alike are shared.
+        crate::desired::share_words();
         let databases = factory.informer::<Database>();
         // The children: only the operator's own (most of a cluster's are not), and the Secrets
         // as metadata (the operator never holds a password it does not need).

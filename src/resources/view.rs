@@ -13,6 +13,10 @@
 //! instead of B-trees, and every list holds exactly its elements. The machinery is the
 //! informer's ([`operator_runtime::informer::view`]).
 //!
+//! Strings most children hold alike (condition types and reasons, protocols, label keys, the
+//! operator's container and port names, the sizes' quantities) are [`Text`]s: shared words,
+//! not one allocation per object, once [`WORDS`] are added at start.
+//!
 //! The contract with the builders: a field the operator sets must exist in the view, or drift
 //! detection cannot see it change. `every_field_the_operator_sets_survives_the_view` pins it.
 
@@ -24,8 +28,37 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 
-use operator_runtime::informer::view::{SmallMap, exact, exact_optional, read_metadata, unless_empty};
+use operator_runtime::informer::view::{SmallMap, Text, exact, exact_optional, read_metadata, unless_empty};
 use operator_runtime::view_of;
+
+/// The values the operator writes into its children alike, beyond Kubernetes' own words:
+/// what a [`Text`] of a view shares instead of allocating ([`share_words`], called once when
+/// the controllers are built). A test keeps it in step with the sizes and engines.
+pub(crate) const WORDS: &[&str] = &[
+    super::meta::MANAGER,
+    super::workload::CONTAINER_NAME,
+    "http",
+    "postgres",
+    "mysql",
+    "mariadb",
+    "redis",
+    "250m",
+    "256Mi",
+    "500m",
+    "512Mi",
+    "1Gi",
+    "1",
+    "2",
+    "2Gi",
+    "4Gi",
+    "8Gi",
+];
+
+/// Adds the operator's words to those a view's [`Text`] shares; once per process, before the
+/// informers decode anything (a later call changes nothing).
+pub fn share_words() {
+    operator_runtime::informer::view::share_words(WORDS);
+}
 
 /// A Deployment as the operator caches it.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -64,7 +97,7 @@ pub struct DeploymentSpecView {
 pub struct StrategyView {
     /// `Recreate` or `RollingUpdate`.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
+    pub type_: Option<Text>,
 }
 
 /// A label selector's `matchLabels`.
@@ -124,7 +157,7 @@ pub struct PodSpecView {
 #[serde(rename_all = "camelCase")]
 pub struct ContainerView {
     /// The container's name.
-    pub name: String,
+    pub name: Text,
     /// Its image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
@@ -161,7 +194,7 @@ pub struct ContainerView {
     /// Where the kubelet takes its termination message from (`FallbackToLogsOnError`: the
     /// log's end, when it fails).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub termination_message_policy: Option<String>,
+    pub termination_message_policy: Option<Text>,
 }
 
 /// A container port.
@@ -170,12 +203,12 @@ pub struct ContainerView {
 pub struct ContainerPortView {
     /// The port's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Text>,
     /// The port number.
     pub container_port: i32,
     /// TCP, UDP or SCTP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
+    pub protocol: Option<Text>,
 }
 
 /// Resource requests and limits, as the apiserver spells the quantities.
@@ -215,15 +248,15 @@ pub struct DeploymentStatusView {
 pub struct DeploymentConditionView {
     /// `Available`, `Progressing` or `ReplicaFailure`.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: Text,
     /// `True`, `False` or `Unknown`.
-    pub status: String,
+    pub status: Text,
     /// A machine-readable reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Text>,
     /// A human-readable message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Text>,
 }
 
 /// A Service as the operator caches it: metadata and what the operator sets.
@@ -254,7 +287,7 @@ pub struct ServiceSpecView {
 pub struct ServicePortView {
     /// The port's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Text>,
     /// The Service's port.
     pub port: i32,
     /// The pods' port, by number or name.
@@ -262,7 +295,7 @@ pub struct ServicePortView {
     pub target_port: Option<IntOrString>,
     /// TCP, UDP or SCTP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
+    pub protocol: Option<Text>,
 }
 
 /// A PersistentVolumeClaim as the operator caches it: metadata, what the operator sets, and
@@ -305,7 +338,7 @@ impl PersistentVolumeClaimView {
 pub struct ClaimSpecView {
     /// `ReadWriteOnce`, ...
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "exact_optional")]
-    pub access_modes: Option<Vec<String>>,
+    pub access_modes: Option<Vec<Text>>,
     /// The storage requested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesView>,
@@ -319,7 +352,7 @@ pub struct ClaimSpecView {
 pub struct ClaimStatusView {
     /// `Pending`, `Bound` or `Lost`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Text>,
     /// The size of the bound volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<SmallMap>,
@@ -428,6 +461,68 @@ mod tests {
             assert!(!differs(&deployment, &deployment_view) && !differs(&deployment_view, &deployment), "{engine:?}");
             assert!(!differs(&service, &service_view) && !differs(&service_view, &service), "{engine:?}");
             assert!(!differs(&claim, &claim_view) && !differs(&claim_view, &claim), "{engine:?}");
+        }
+    }
+
+    #[test]
+    fn a_cached_child_shares_every_string_but_its_databases_own() {
+        share_words();
+        let status = serde_json::json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+             "message": "Deployment has minimum availability."},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+             "message": "ReplicaSet \"orders-7fd476f9df\" has successfully progressed."}]});
+        let own = |text: &Text| ["orders", "orders-0"].contains(&text.as_str()) || text.contains('"');
+        for size in [Size::Small, Size::Medium, Size::Large] {
+            for engine in [
+                None,
+                Some(EngineKind::Postgres),
+                Some(EngineKind::Mysql),
+                Some(EngineKind::Mariadb),
+                Some(EngineKind::Redis),
+            ] {
+                let mut db = database();
+                (db.spec.size, db.spec.engine) = (size, engine);
+                let mut json = serde_json::to_value(workload::deployment(&db)).unwrap();
+                json["status"] = status.clone();
+                let deployment: DeploymentView = serde_json::from_str(&json.to_string()).unwrap();
+                let service: ServiceView = through(&workload::service(&db));
+                let spec = deployment.spec.as_ref().unwrap();
+                let container = &spec.template.spec.as_ref().unwrap().containers[0];
+                let resources = container.resources.as_ref().unwrap();
+                let port = &container.ports.as_ref().unwrap()[0];
+                let service_spec = service.spec.as_ref().unwrap();
+                let service_port = &service_spec.ports.as_ref().unwrap()[0];
+                let mut texts: Vec<&Text> = vec![&container.name];
+                texts.extend(spec.strategy.as_ref().and_then(|s| s.type_.as_ref()));
+                texts.extend(container.termination_message_policy.as_ref());
+                texts.extend(
+                    [&port.name, &port.protocol, &service_port.name, &service_port.protocol].into_iter().flatten(),
+                );
+                let maps = [
+                    &spec.template.metadata.as_ref().unwrap().labels,
+                    &spec.selector.match_labels,
+                    &resources.requests,
+                    &resources.limits,
+                    &service_spec.selector,
+                ];
+                texts.extend(maps.into_iter().flatten().flat_map(|map| map.0.iter().flat_map(|(k, v)| [k, v])));
+                for condition in deployment.status.as_ref().unwrap().conditions.iter().flatten() {
+                    texts.extend(
+                        [
+                            Some(&condition.type_),
+                            Some(&condition.status),
+                            condition.reason.as_ref(),
+                            condition.message.as_ref(),
+                        ]
+                        .into_iter()
+                        .flatten(),
+                    );
+                }
+                for text in texts {
+                    assert_eq!(text.is_shared(), !own(text), "{text} ({size:?}, {engine:?})");
+                }
+            }
         }
     }
 

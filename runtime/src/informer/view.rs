@@ -11,6 +11,10 @@
 //! - [`read_metadata`]: `metadata` without `annotations` and `managedFields` (the latter are
 //!   most of the metadata of an object two managers write);
 //! - [`SmallMap`]: a small string map (labels, a selector, quantities) as a vector of pairs;
+//! - [`Text`]: a string that is shared, not allocated, when it is one of the words most
+//!   objects of the fleet hold alike (a condition's type, status and reason, a protocol, a
+//!   label's key, a quantity): Kubernetes' own, and those an application adds once with
+//!   [`share_words`]. Any other value is owned, as a `String` would be;
 //! - [`unless_empty`]: an optional structure kept only when it is not empty;
 //! - [`exact`] and [`exact_optional`]: a list that holds exactly its elements. serde fills a
 //!   vector by pushing, and a vector's first growth makes room for four elements (of up to
@@ -21,21 +25,218 @@
 //! change. A crate defining views pins that with a test (the operator's do).
 
 use std::fmt;
+use std::ops::Deref;
+use std::sync::OnceLock;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// Words that Kubernetes writes into most objects of a kind alike: conditions, protocols,
+/// strategies, phases, the recommended labels' keys.
+const KUBERNETES_WORDS: &[&str] = &[
+    "True",
+    "False",
+    "Unknown",
+    "TCP",
+    "UDP",
+    "SCTP",
+    "File",
+    "FallbackToLogsOnError",
+    "RollingUpdate",
+    "Recreate",
+    "Available",
+    "Progressing",
+    "ReplicaFailure",
+    "MinimumReplicasAvailable",
+    "NewReplicaSetAvailable",
+    "ReplicaSetUpdated",
+    "NewReplicaSetCreated",
+    "FoundNewReplicaSet",
+    "ProgressDeadlineExceeded",
+    "Deployment has minimum availability.",
+    "Deployment does not have minimum availability.",
+    "Pending",
+    "Bound",
+    "Lost",
+    "ReadWriteOnce",
+    "ReadWriteMany",
+    "ReadOnlyMany",
+    "ReadWriteOncePod",
+    "storage",
+    "cpu",
+    "memory",
+    "app",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+];
+
+/// The application's own words ([`share_words`]).
+static APPLICATION_WORDS: OnceLock<&'static [&'static str]> = OnceLock::new();
+
+/// Adds an application's own words to those a [`Text`] shares: the values its objects hold
+/// alike (its name as a manager, its labels' values, its container and port names, the
+/// quantities it sets). Once per process, before the informers start; a later call changes
+/// nothing and returns false. Only strings the application itself writes belong here: a word
+/// is compared with every decoded [`Text`], so keep the list to a few dozen.
+pub fn share_words(words: &'static [&'static str]) -> bool {
+    APPLICATION_WORDS.set(words).is_ok()
+}
+
+/// The shared copy of `value`, if it is a word.
+fn shared(value: &str) -> Option<&'static str> {
+    let application = APPLICATION_WORDS.get().copied().unwrap_or_default();
+    KUBERNETES_WORDS.iter().chain(application).find(|word| word.len() == value.len() && **word == value).copied()
+}
+
+/// A string a view keeps: a shared `&'static str` when it is one of the words (see the
+/// module's documentation), else an owned one. It reads, compares, prints and serialises as
+/// the string it holds, however it is held.
+///
+/// ## Memory usage
+///
+/// A word costs no allocation; any other value one, of exactly its length (a `String` that
+/// serde fills keeps no spare room either). Most fields of the views this crate's users cache
+/// hold words; with glibc's smallest chunk of 32 bytes, each one saves that.
+#[derive(Clone)]
+pub struct Text(Held);
+
+#[derive(Clone)]
+enum Held {
+    Shared(&'static str),
+    Owned(Box<str>),
+}
+
+impl Text {
+    /// The string.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Held::Shared(word) => word,
+            Held::Owned(value) => value,
+        }
+    }
+
+    /// Whether the string is a shared word (no allocation of its own).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.0, Held::Shared(_))
+    }
+}
+
+impl From<&str> for Text {
+    fn from(value: &str) -> Self {
+        Text(shared(value).map_or_else(|| Held::Owned(value.into()), Held::Shared))
+    }
+}
+
+impl From<String> for Text {
+    fn from(value: String) -> Self {
+        Text(shared(&value).map_or_else(|| Held::Owned(value.into_boxed_str()), Held::Shared))
+    }
+}
+
+impl Default for Text {
+    fn default() -> Self {
+        Text(Held::Shared(""))
+    }
+}
+
+impl Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for Text {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Text {}
+
+impl std::hash::Hash for Text {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Read;
+        impl Visitor<'_> for Read {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Text, E> {
+                Ok(Text::from(value))
+            }
+            fn visit_string<E: serde::de::Error>(self, value: String) -> Result<Text, E> {
+                Ok(Text::from(value))
+            }
+        }
+        deserializer.deserialize_str(Read)
+    }
+}
+
 /// A small string-to-string map (labels, a selector, resource quantities), as pairs in the
-/// order the apiserver sent them: two short vectors instead of a 544-byte B-tree node.
+/// order the apiserver sent them: two short vectors instead of a 544-byte B-tree node, each
+/// string a [`Text`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SmallMap(pub Vec<(String, String)>);
+pub struct SmallMap(pub Vec<(Text, Text)>);
 
 impl SmallMap {
     /// The value of `key`, if present.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v.as_str())
     }
 }
 
@@ -262,9 +463,34 @@ mod tests {
     #[test]
     fn a_small_map_keeps_the_pairs_in_order_and_serialises_as_a_map() {
         let map: SmallMap = serde_json::from_str(r#"{"b": "2", "a": "1"}"#).unwrap();
-        assert_eq!(map.0, [("b".to_string(), "2".to_string()), ("a".to_string(), "1".to_string())]);
+        assert_eq!(map.0, [(Text::from("b"), Text::from("2")), (Text::from("a"), Text::from("1"))]);
         assert_eq!((map.get("a"), map.get("c")), (Some("1"), None));
         assert_eq!(serde_json::to_value(&map).unwrap(), serde_json::json!({"a": "1", "b": "2"}));
+    }
+
+    #[test]
+    fn a_word_is_shared_and_any_other_string_owned() {
+        let texts: Vec<Text> =
+            serde_json::from_str(r#"["True", "orders", "app.kubernetes.io/instance", "Tru"]"#).unwrap();
+        let shared: Vec<bool> = texts.iter().map(Text::is_shared).collect();
+        assert_eq!(shared, [true, false, true, false]);
+        assert_eq!(texts[0], "True");
+        assert_eq!(texts[1].as_str(), "orders");
+        assert_eq!(format!("{} {:?}", texts[1], texts[0]), r#"orders "True""#);
+        assert_eq!(serde_json::to_string(&texts).unwrap(), r#"["True","orders","app.kubernetes.io/instance","Tru"]"#);
+        // Held either way, the same string is the same Text.
+        assert_eq!(Text::from("True"), Text(Held::Owned("True".into())));
+        assert!(!Text::from(String::from("x")).is_shared());
+        assert_eq!(Text::default().as_str(), "");
+    }
+
+    #[test]
+    fn the_applications_words_are_shared_once_added() {
+        // The process's only call in this crate's tests: the set is once per process.
+        assert!(share_words(&["example-operator"]));
+        assert!(!share_words(&["other"]), "a second set changes nothing");
+        assert!(Text::from("example-operator").is_shared());
+        assert!(!Text::from("other").is_shared());
     }
 
     #[test]
