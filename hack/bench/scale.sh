@@ -19,8 +19,9 @@
 # is Ready; pods left Pending make the Deployments miss their progress deadline and the fleet
 # never goes quiet):
 #   1. converge: N Databases seeded, the implementation started; time until every one has
-#      converged, CPU-s and peak RSS (the probe, as hack/bench/e2e.sh measures), kept running
-#      until its CPU is idle so the Ready status updates are written;
+#      converged, then kept running until its CPU is idle (10 s) so the Ready status updates
+#      are written: the time it last moved (idle_s), and its CPU-s and peak RSS until then
+#      (the probe, as hack/bench/e2e.sh measures);
 #   2. restart: started again with everything converged; the time until its CPU has been idle
 #      for 3 s (its initial sync: the lists, and a look at every key), its peak RSS then, and
 #      its RSS once idle: the steady state;
@@ -62,7 +63,7 @@ log "built: operator $OPERATOR; $TOOLS_PROFILE profile: $probe${PEERS:+, $kube_r
 # shellcheck source=hack/bench/plane.sh
 . hack/bench/plane.sh
 
-printf 'implementation\tn\tconverge_s\tconverge_cpu_s\tconverge_rss_mib\tsync_s\tsync_cpu_s\tsync_rss_mib\tsteady_rss_mib\trelist_s\trelist_rss_mib\tlists\twatches\trelists\n' >"$results"
+printf 'implementation\tn\tconverge_s\tconverge_cpu_s\tconverge_rss_mib\tsync_s\tsync_cpu_s\tsync_rss_mib\tsteady_rss_mib\trelist_s\trelist_rss_mib\tlists\twatches\trelists\tidle_s\n' >"$results"
 failed=()
 
 # command_of IMPL [METRICS_ADDRESS]: sets `command` to the implementation's command line (ours
@@ -184,7 +185,8 @@ measure() {
 import json, sys
 impl, n, line, *rest = sys.argv[1:]
 r = json.loads(line)
-print("\t".join([impl, n, str(r["seconds"]), str(r["cpu_seconds"]), str(r["rss_mib"])] + rest))
+# busy_seconds: when its CPU last moved before the idle window, from its start.
+print("\t".join([impl, n, str(r["seconds"]), str(r["cpu_seconds"]), str(r["rss_mib"])] + rest + [str(r["busy_seconds"])]))
 PY
 }
 

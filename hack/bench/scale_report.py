@@ -22,9 +22,10 @@ def main():
     if not rows:
         print("no runs")
         return
-    print("| implementation | N | converge s | Databases/s | CPU-s | CPU ms / Database | peak RSS MiB | KiB / Database "
-          "| restart: idle after s | steady RSS MiB | relist peak MiB | relist / steady | after the restart: Database lists / watches; relists counted |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| implementation | N | converge s | idle after s | Databases/s | CPU-s until idle | CPU ms / Database | peak RSS MiB "
+          "| KiB / Database | restart: idle after s | steady RSS MiB | relist peak MiB | relist / steady "
+          "| after the restart: Database lists / watches; relists counted |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     smallest = {}
     for r in sorted(rows, key=lambda r: int(r["n"])):
         smallest.setdefault(r["implementation"], r)
@@ -37,7 +38,9 @@ def main():
         else:
             per = f"{(rss - float(base['converge_rss_mib'])) * 1024 / (n - int(base['n'])):.1f}"
         steady, relist = float(r["steady_rss_mib"]), float(r["relist_rss_mib"])
-        print(f"| {r['implementation']} | {n:,} | {seconds:.0f} | {n / seconds:.1f} | {cpu:.1f} | {cpu * 1000 / n:.2f} "
+        # Rows from before the harness recorded it have no idle time.
+        idle = f"{float(r['idle_s']):.0f}" if r.get("idle_s") else "-"
+        print(f"| {r['implementation']} | {n:,} | {seconds:.0f} | {idle} | {n / seconds:.1f} | {cpu:.1f} | {cpu * 1000 / n:.2f} "
               f"| {rss:.1f} | {per} | {float(r['sync_s']):.2f} | {steady:.1f} | {relist:.1f} | {relist / steady:.2f}x "
               f"| {r['lists']} / {r['watches']}; {r['relists']} |")
     if args.svg:
