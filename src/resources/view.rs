@@ -36,7 +36,8 @@ use operator_runtime::view_of;
 /// the controllers are built). A test keeps it in step with the sizes and engines.
 pub(crate) const WORDS: &[&str] = &[
     super::meta::MANAGER,
-    super::workload::CONTAINER_NAME,
+    // The container's name (`workload::CONTAINER_NAME`, which imports this module).
+    "database",
     "http",
     "postgres",
     "mysql",
