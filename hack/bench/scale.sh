@@ -7,6 +7,12 @@
 #
 #   LADDER="1000 5000 10000 20000"   the Database counts
 #   PEERS="kube-runtime controller-runtime"  PEER_N=10000   the peers, at one N
+#   PACE=""                         Databases per second: with a pace, none is seeded; the N
+#                                   Databases are created one at a time at this pace while the
+#                                   implementation runs (the fixed-pace ladder: how CPU per
+#                                   Database grows with N alone, not with the plane's speed at N;
+#                                   a pace the plane and the implementation keep at every N of
+#                                   the ladder, which the arrivals' p99 latency tells)
 #   WORKERS=2 QPS=500 BURST=1000    as hack/bench/e2e.sh
 #   OPERATOR=target/release/database-operator   the operator binary measured (as in e2e.sh: to
 #                                   compare two builds in one sitting; any other path is
@@ -18,7 +24,8 @@
 # Each run, on a fresh plane with room for every pod (a Database is settled only once its pod
 # is Ready; pods left Pending make the Deployments miss their progress deadline and the fleet
 # never goes quiet):
-#   1. converge: N Databases seeded, the implementation started; time until every one has
+#   1. converge: N Databases seeded, the implementation started (with PACE: the implementation
+#      started, the N Databases created at that pace from then on); time until every one has
 #      converged, then kept running until its CPU is idle (10 s) so the Ready status updates
 #      are written: the time it last moved (idle_s), and its CPU-s and peak RSS until then
 #      (the probe, as hack/bench/e2e.sh measures);
@@ -38,6 +45,7 @@
 LADDER=${LADDER:-1000 5000 10000 20000}
 PEERS=${PEERS-kube-runtime controller-runtime}
 PEER_N=${PEER_N:-10000}
+PACE=${PACE:-}
 WORKERS=${WORKERS:-2}
 QPS=${QPS:-500}
 BURST=${BURST:-1000}
@@ -47,7 +55,11 @@ export SERVICE_CIDR=${SERVICE_CIDR:-10.0.0.0/16}
 export KWOK_NODE_PODS=${KWOK_NODE_PODS:-10000}
 OUT=${OUT:-target/bench/scale}
 SVG=${SVG-docs/scale.svg}
-
+if [ -n "$PACE" ]; then
+  # The probe creates one Database per interval, in whole milliseconds.
+  interval_ms=$(awk -v p="$PACE" 'BEGIN {if (p + 0 > 0 && p <= 1000) printf "%d", 1000 / p}')
+  [ -n "$interval_ms" ] || die "PACE=$PACE: a number of Databases per second, above 0 and at most 1000"
+fi
 
 mkdir -p "$OUT/logs"
 results=$OUT/results.tsv
@@ -63,7 +75,7 @@ log "built: operator $OPERATOR; $TOOLS_PROFILE profile: $probe${PEERS:+, $kube_r
 # shellcheck source=hack/bench/plane.sh
 . hack/bench/plane.sh
 
-printf 'implementation\tn\tconverge_s\tconverge_cpu_s\tconverge_rss_mib\tsync_s\tsync_cpu_s\tsync_rss_mib\tsteady_rss_mib\trelist_s\trelist_rss_mib\tlists\twatches\trelists\tidle_s\n' >"$results"
+printf 'implementation\tn\tconverge_s\tconverge_cpu_s\tconverge_rss_mib\tsync_s\tsync_cpu_s\tsync_rss_mib\tsteady_rss_mib\trelist_s\trelist_rss_mib\tlists\twatches\trelists\tidle_s\tpace\tarrival_p99_s\n' >"$results"
 failed=()
 
 # command_of IMPL [METRICS_ADDRESS]: sets `command` to the implementation's command line (ours
@@ -129,11 +141,18 @@ measure() {
   local impl=$1 n=$2 label="$1-$2" line
   command_of "$impl"
   local namespaces=scale-0,scale-1,scale-2,scale-3
-  log "[$label] fresh control plane; seeding $n Databases"
-  plane_up
-  "$probe" seed --kind database --n "$n" --namespaces "$namespaces"
+  local load=(--n "$n")
+  if [ -n "$PACE" ]; then
+    log "[$label] fresh control plane; $n Databases to arrive at $PACE per second"
+    plane_up
+    load=(--n 0 --arrivals "$n" --arrival-interval-ms "$interval_ms")
+  else
+    log "[$label] fresh control plane; seeding $n Databases"
+    plane_up
+    "$probe" seed --kind database --n "$n" --namespaces "$namespaces"
+  fi
   log "[$label] converging: ${command[*]}"
-  line=$("$probe" run --kind database --n "$n" --namespaces "$namespaces" --log "$OUT/logs/$label-converge.log" \
+  line=$("$probe" run --kind database "${load[@]}" --namespaces "$namespaces" --log "$OUT/logs/$label-converge.log" \
     --idle-secs 10 --timeout 3600 -- "${command[@]}") || { log "[$label] FAILED to converge"; return 1; }
   log "[$label] converged: $line"
 
@@ -181,12 +200,15 @@ measure() {
   log "[$label] relist: idle ${relist_s}s after the restart, peak ${relist_rss} MiB; Database lists $lists, watches $watches finished and $open open; relists counted by the operator: $relists"
   kill -TERM "$pid"; wait "$pid" || true
 
-  python3 - "$impl" "$n" "$line" "$sync_s" "$sync_cpu" "$sync_rss" "$steady" "$relist_s" "$relist_rss" "$lists" "$watches" "$relists" >>"$results" <<'PY'
+  python3 - "$impl" "$n" "$line" "$sync_s" "$sync_cpu" "$sync_rss" "$steady" "$relist_s" "$relist_rss" "$lists" "$watches" "$relists" "${PACE:--}" >>"$results" <<'PY'
 import json, sys
-impl, n, line, *rest = sys.argv[1:]
+impl, n, line, *rest, pace = sys.argv[1:]
 r = json.loads(line)
-# busy_seconds: when its CPU last moved before the idle window, from its start.
-print("\t".join([impl, n, str(r["seconds"]), str(r["cpu_seconds"]), str(r["rss_mib"])] + rest + [str(r["busy_seconds"])]))
+# busy_seconds: when its CPU last moved before the idle window, from its start; the arrivals'
+# p99 from create to converged, with a pace.
+p99 = r.get("arrival_p99_s")
+print("\t".join([impl, n, str(r["seconds"]), str(r["cpu_seconds"]), str(r["rss_mib"])] + rest
+                + [str(r["busy_seconds"]), pace, "-" if p99 is None else str(p99)]))
 PY
 }
 

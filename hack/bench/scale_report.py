@@ -24,8 +24,8 @@ def main():
         return
     print("| implementation | N | converge s | idle after s | Databases/s | CPU-s until idle | CPU ms / Database | peak RSS MiB "
           "| KiB / Database | restart: idle after s | steady RSS MiB | relist peak MiB | relist / steady "
-          "| after the restart: Database lists / watches; relists counted |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| after the restart: Database lists / watches; relists counted | created |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     smallest = {}
     for r in sorted(rows, key=lambda r: int(r["n"])):
         smallest.setdefault(r["implementation"], r)
@@ -40,9 +40,13 @@ def main():
         steady, relist = float(r["steady_rss_mib"]), float(r["relist_rss_mib"])
         # Rows from before the harness recorded it have no idle time.
         idle = f"{float(r['idle_s']):.0f}" if r.get("idle_s") else "-"
+        # Seeded before the start, or created at a fixed pace while it ran (hack/bench/scale.sh
+        # PACE), with the arrivals' p99 from create to converged.
+        pace = r.get("pace") or "-"
+        created = "seeded" if pace == "-" else f"{pace}/s, p99 {float(r['arrival_p99_s']):.2f} s"
         print(f"| {r['implementation']} | {n:,} | {seconds:.0f} | {idle} | {n / seconds:.1f} | {cpu:.1f} | {cpu * 1000 / n:.2f} "
               f"| {rss:.1f} | {per} | {float(r['sync_s']):.2f} | {steady:.1f} | {relist:.1f} | {relist / steady:.2f}x "
-              f"| {r['lists']} / {r['watches']}; {r['relists']} |")
+              f"| {r['lists']} / {r['watches']}; {r['relists']} | {created} |")
     if args.svg:
         with open(args.svg, "w") as f:
             f.write(svg(rows))

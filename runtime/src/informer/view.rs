@@ -91,7 +91,7 @@ pub fn share_words(words: &'static [&'static str]) -> bool {
 /// The shared copy of `value`, if it is a word.
 fn shared(value: &str) -> Option<&'static str> {
     let application = APPLICATION_WORDS.get().copied().unwrap_or_default();
-    KUBERNETES_WORDS.iter().chain(application).find(|word| word.len() == value.len() && **word == value).copied()
+    KUBERNETES_WORDS.iter().chain(application).find(|word| **word == value).copied()
 }
 
 /// A string a view keeps: a shared `&'static str` when it is one of the words (see the
