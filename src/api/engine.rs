@@ -24,3 +24,8 @@ pub enum EngineKind {
     /// The official redis image.
     Redis,
 }
+
+impl EngineKind {
+    /// Every engine.
+    pub const ALL: [EngineKind; 4] = [EngineKind::Postgres, EngineKind::Mysql, EngineKind::Mariadb, EngineKind::Redis];
+}

@@ -4,7 +4,11 @@
 //! informers' caches (the Database and claim informers are the ones the Database controller
 //! uses: one cache per kind for both controllers), and:
 //!
-//! 1. waits (`Pending`) until the Database exists and is Ready: a dump needs a server;
+//! 1. waits (`Pending`) until the Database exists and is Ready: a dump needs a server; once
+//!    its Job exists, the backup follows the Job, and a Database deleted before the Job
+//!    completed fails the backup (`DatabaseDeleted`): its server, Service and credentials are
+//!    gone with it, so the dump cannot be trusted (a pod that needs the credentials never even
+//!    starts), and the backup never waits for a Database that is gone;
 //! 2. creates the claim and the Job once ([`crate::resources::backup`]), never applies them
 //!    again (a Job's template cannot change); a claim or Job of the backup's name that is not
 //!    the backup's (say the data claim `orders-data` of Database `orders`, for a backup named
@@ -128,17 +132,16 @@ impl BackupReconciler {
     ) -> Result<(), Error> {
         let database = &backup.spec.database;
         let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
-        let Some(db) = self.stores.databases.get(&format!("{namespace}/{database}")) else {
-            pending(status, format!("waiting for Database {database:?}, which does not exist"));
-            return Ok(());
+        let db = self.stores.databases.get(&format!("{namespace}/{database}"));
+        let engine = match db.as_deref().map(engine::of_database) {
+            Some(None) => {
+                let message =
+                    format!("Database {database:?} has no engine: only a Database with an engine can be backed up");
+                finish(status, BackupPhase::Failed, "NoEngine", message, None);
+                return Ok(());
+            }
+            found => found.flatten(),
         };
-        let Some(engine) = engine::of_database(&db) else {
-            let message =
-                format!("Database {database:?} has no engine: only a Database with an engine can be backed up");
-            finish(status, BackupPhase::Failed, "NoEngine", message, None);
-            return Ok(());
-        };
-        let ready = db.status.as_ref().and_then(|s| s.phase) == Some(Phase::Ready);
         let ours = |meta: &ObjectMeta| backup::is_backup_child(meta, backup);
         if let Some(claim) = self.stores.claims.get(&key_of(backup))
             && !ours(&claim.metadata)
@@ -148,35 +151,68 @@ impl BackupReconciler {
         }
         match self.stores.jobs.get(&key_of(backup)) {
             Some(job) if !ours(&job.metadata) => foreign(status, "Job", backup),
-            // A dump needs a server; a Job already started goes on regardless.
-            None if !ready => pending(status, format!("waiting for Database {database:?} to be Ready")),
-            None => {
-                let image =
-                    db.status.as_ref().and_then(|s| s.current_image.clone()).unwrap_or_else(|| db.spec.image.clone());
-                if self.stores.claims.get(&key_of(backup)).is_none()
-                    && !self.create(backup, &backup::claim(backup, &db, engine, &image), report).await?
-                {
-                    foreign(status, "PersistentVolumeClaim", backup);
-                    return Ok(());
-                }
-                if !self.create(backup, &backup::job(backup, &db, engine, &image), report).await? {
-                    foreign(status, "Job", backup);
-                    return Ok(());
-                }
-                status.engine = db.spec.engine;
-                status.image = Some(image);
-                status.claim_name.clone_from(&backup.metadata.name);
-                pending(status, "the dump Job was created".to_string());
-            }
-            Some(job) => {
-                // From the Job, not the cached status, which may lag behind the write that
-                // recorded them: an apply without them would remove them.
-                status.engine = db.spec.engine;
-                status.image = job_image(&job);
-                status.claim_name.clone_from(&backup.metadata.name);
-                from_job(status, &job);
-            }
+            Some(job) => self.follow(backup, db.as_deref(), &job, status),
+            None => match (db, engine) {
+                (Some(db), Some(engine)) => self.start(backup, &db, engine, status, report).await?,
+                _ => pending(status, format!("waiting for Database {database:?}, which does not exist")),
+            },
         }
+        Ok(())
+    }
+
+    /// Follows `backup`'s Job, with its Database `db` if it still exists.
+    fn follow(&self, backup: &DatabaseBackup, db: Option<&Database>, job: &Job, status: &mut BackupStatus) {
+        // From the Job and the Database, not the cached status, which may lag behind the write
+        // that recorded them: an apply without them would remove them. Without its Database,
+        // the engine is the one the backup's claim was labelled with.
+        status.engine = db.and_then(|db| db.spec.engine).or(status.engine).or_else(|| {
+            let claim = self.stores.claims.get(&key_of(backup))?;
+            backup::dumped_engine(&claim)
+        });
+        status.image = job_image(job);
+        status.claim_name.clone_from(&backup.metadata.name);
+        from_job(status, job);
+        if db.is_none() && !status.phase.is_some_and(BackupPhase::is_finished) {
+            // Its server, Service and credentials went with it: a dump still to come cannot be
+            // trusted, and a pod that needs the credentials never starts.
+            let message = format!(
+                "Database {:?} was deleted before the dump completed: there is no dump to trust; deleting this \
+                 DatabaseBackup removes its Job and claim",
+                backup.spec.database
+            );
+            finish(status, BackupPhase::Failed, "DatabaseDeleted", message, None);
+        }
+    }
+
+    /// Creates `backup`'s claim and Job once its Database `db` (whose engine is `engine`) is
+    /// Ready: a dump needs a server.
+    async fn start(
+        &self,
+        backup: &DatabaseBackup,
+        db: &Database,
+        engine: &dyn engine::Engine,
+        status: &mut BackupStatus,
+        report: &mut Report,
+    ) -> Result<(), Error> {
+        if db.status.as_ref().and_then(|s| s.phase) != Some(Phase::Ready) {
+            pending(status, format!("waiting for Database {:?} to be Ready", backup.spec.database));
+            return Ok(());
+        }
+        let image = db.status.as_ref().and_then(|s| s.current_image.clone()).unwrap_or_else(|| db.spec.image.clone());
+        if self.stores.claims.get(&key_of(backup)).is_none()
+            && !self.create(backup, &backup::claim(backup, db, engine, &image), report).await?
+        {
+            foreign(status, "PersistentVolumeClaim", backup);
+            return Ok(());
+        }
+        if !self.create(backup, &backup::job(backup, db, engine, &image), report).await? {
+            foreign(status, "Job", backup);
+            return Ok(());
+        }
+        status.engine = db.spec.engine;
+        status.image = Some(image);
+        status.claim_name.clone_from(&backup.metadata.name);
+        pending(status, "the dump Job was created".to_string());
         Ok(())
     }
 

@@ -248,11 +248,9 @@ pub(crate) fn liveness_probe(engine: &dyn Engine) -> Probe {
 mod tests {
     use super::*;
 
-    const ALL: [EngineKind; 4] = [EngineKind::Postgres, EngineKind::Mysql, EngineKind::Mariadb, EngineKind::Redis];
-
     #[test]
     fn every_engine_names_its_port_after_itself_within_the_15_characters_of_a_port_name() {
-        for kind in ALL {
+        for kind in EngineKind::ALL {
             let engine = of(kind);
             assert_eq!(serde_json::to_value(kind).unwrap(), engine.name());
             assert!(engine.name().len() <= 15 && engine.port() > 0);
@@ -261,7 +259,7 @@ mod tests {
 
     #[test]
     fn every_engine_reads_its_password_from_the_secret_and_never_holds_it() {
-        for kind in ALL {
+        for kind in EngineKind::ALL {
             let env = of(kind).env("orders-credentials");
             let password = env
                 .iter()

@@ -26,7 +26,7 @@ use super::claim::{claim_spec, default_size};
 use super::meta::{BACKUP_LABEL, MANAGED_BY_LABEL, MANAGER, controller_reference, is_controlled_by};
 use super::secret;
 use super::view::PersistentVolumeClaimView;
-use crate::api::{Database, DatabaseBackup, ReclaimPolicy};
+use crate::api::{Database, DatabaseBackup, EngineKind, ReclaimPolicy};
 use crate::engine::{self, BACKUP_DIR, Engine, container_security, pod_security, value};
 
 /// The label of a backup's claim holding its DatabaseBackup's uid: a kept claim is told from
@@ -96,6 +96,13 @@ pub(crate) fn kept_dump(claim: &PersistentVolumeClaimView, name: &str) -> Option
         engine: labels.get(ENGINE_LABEL).cloned().unwrap_or_default(),
         major: labels.get(DUMP_MAJOR_LABEL).cloned(),
     })
+}
+
+/// The engine `claim` (a backup's) was labelled with when it was made; none for a claim
+/// without the label or with an engine this operator does not know.
+pub(crate) fn dumped_engine(claim: &PersistentVolumeClaimView) -> Option<EngineKind> {
+    let name = claim.metadata.labels.as_ref()?.get(ENGINE_LABEL)?;
+    EngineKind::ALL.into_iter().find(|kind| engine::of(*kind).name() == name)
 }
 
 /// Whether the child with metadata `live` (its claim or Job) is `backup`'s: controlled by it,
@@ -205,5 +212,13 @@ pub(crate) mod tests {
         assert_eq!(kept_dump(&kept, "weekly"), None, "another backup's name");
         let untagged = cached_claim("uid-1", retain, EngineKind::Mariadb, "mariadb:latest");
         assert_eq!(kept_dump(&untagged, "nightly"), Some(KeptDump { engine: "mariadb".into(), major: None }));
+    }
+
+    #[test]
+    fn a_backup_claim_names_the_engine_dumped_for_every_engine() {
+        for kind in EngineKind::ALL {
+            assert_eq!(dumped_engine(&cached_claim("uid-1", None, kind, "image:1")), Some(kind));
+        }
+        assert_eq!(dumped_engine(&PersistentVolumeClaimView::default()), None, "no labels");
     }
 }

@@ -3,7 +3,8 @@
 //! job controller makes its pod, which the real node runs: the dump is real), and the backup
 //! says Completed; a restore loads it into a new Database, where the rows written before the
 //! backup are read back; a Database without an engine cannot be backed up (on kwok: no pod
-//! runs); a backup cannot change.
+//! runs); a backup cannot change; a backup whose Database is deleted before its dump
+//! completed fails and says why.
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use database_operator::api::{self as backup, BackupPhase, DatabaseBackup};
 use database_operator::api::{Database, DatabaseSpec, EngineKind, Phase, Size};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::events::v1::Event;
 use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -113,6 +115,51 @@ async fn a_backup_named_like_a_databases_data_claim_fails_and_leaves_the_claim_a
     assert!(Api::<Job>::namespaced(client.clone(), &ns.name).get_opt("orders-data").await.unwrap().is_none(), "no Job");
     let after = claims.get("orders-data").await.unwrap();
     assert_eq!(after.metadata.owner_references, data.metadata.owner_references, "still the Database's alone");
+}
+
+/// A Database deleted while its backup's Job is under way takes its server, Service and
+/// credentials along (the Job's pod then never starts: its Secret is gone): the backup fails
+/// and says why, unless the Job completed first; it never waits for a Database that is gone.
+#[tokio::test]
+async fn a_backup_whose_database_is_deleted_while_it_dumps_ends_as_its_job_does() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "backup-orphan", Nodes::Real(1)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns.name);
+    ready_postgres(&databases, "orders").await;
+    backups.create(&PostParams::default(), &backup::backup("orders-1", "orders")).await.unwrap();
+    wait_until("the dump Job", CONVERGE, || async { jobs.get_opt("orders-1").await.ok()? }).await;
+    databases.delete("orders", &Default::default()).await.unwrap();
+
+    let status = finished(&backups, "orders-1").await.status.unwrap();
+    let job = jobs.get("orders-1").await.unwrap().status.unwrap();
+    let job_says = |type_: &str| job.conditions.iter().flatten().any(|c| c.type_ == type_ && c.status == "True");
+    let message = status.message.clone().unwrap_or_default();
+    eprintln!("the backup ended {:?}: {message}", status.phase);
+    match status.phase {
+        Some(BackupPhase::Failed) => {
+            assert!(!job_says("Complete"), "the Job did not complete: {job:?}");
+            assert!(message.starts_with("Database \"orders\" was deleted before the dump completed"), "{message}");
+            assert_eq!(status.conditions[0].reason, "DatabaseDeleted");
+            let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
+            wait_until("the backup's Warning event", CONVERGE, || async {
+                let said = events.list(&Default::default()).await.ok()?.items.into_iter().any(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("orders-1")
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.note.as_deref().is_some_and(|note| note.contains("was deleted before the dump completed"))
+                });
+                said.then_some(())
+            })
+            .await;
+        }
+        Some(BackupPhase::Completed) => assert!(job_says("Complete"), "completed as its Job did: {job:?}"),
+        other => panic!("a finished backup is Completed or Failed, not {other:?}"),
+    }
+    assert_eq!(status.engine, Some(EngineKind::Postgres), "the engine dumped, without its Database");
+    assert_eq!(status.image.as_deref(), Some(images::POSTGRES));
 }
 
 async fn ready_postgres(databases: &Api<Database>, name: &str) {
