@@ -121,7 +121,7 @@ async fn a_backup_named_like_a_databases_data_claim_fails_and_leaves_the_claim_a
 /// credentials along (the Job's pod then never starts: its Secret is gone): the backup fails
 /// and says why, unless the Job completed first; it never waits for a Database that is gone.
 #[tokio::test]
-async fn a_backup_whose_database_is_deleted_while_it_dumps_ends_as_its_job_does() {
+async fn a_backup_whose_database_is_deleted_before_its_dump_completed_fails_and_says_why() {
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::create_restricted(&client, "backup-orphan", Nodes::Real(1)).await;
