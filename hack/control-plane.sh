@@ -400,6 +400,9 @@ cmd_env() {
   echo "export KUBECONFIG=$kubeconfig"
   # The real node's containerd, where hack/engine-images.sh imports images.
   [ ! -S "$dir/containerd/containerd.sock" ] || echo "export CONTAINERD_ADDRESS=$dir/containerd/containerd.sock"
+  # The host's end of the real node's link: a server the tests start on this address (the
+  # object store of tests/e2e/buckets.rs) is reached by the real node's pods.
+  [ ! -f "$dir/node.env" ] || echo "export NODE_HOST_ADDRESS=$(. "$dir/node.env" && echo "$node_host_ip")"
 }
 
 case "${1:-}" in

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: builds what is missing (the control plane with its real
-# node's parts and helm into ~/.cache, the operator's image, the engines' images, the crate),
-# starts a control plane of its own with kwok nodes and a real node (NODES=kwok,real: the
-# tests' pods go to kwok unless a test needs them to run), imports the images into the real
-# node's containerd, runs every `cargo test` target (unit, integration, end-to-end,
+# node's parts, helm and SeaweedFS into ~/.cache, the operator's image, the engines' images,
+# the crate), starts a control plane of its own with kwok nodes and a real node
+# (NODES=kwok,real: the tests' pods go to kwok unless a test needs them to run), imports the
+# images into the real node's containerd, runs every `cargo test` target (unit, integration, end-to-end,
 # installation, doc) against it, and stops the plane even when tests fail; then the fault
 # suite (hack/faults.sh, about five minutes, on a plane of its own) and tiny runs of the
 # end-to-end benchmark against its peers and of the scale ladder (hack/bench/e2e.sh and
@@ -24,6 +24,10 @@ hack/control-plane/build.sh >/dev/null
 log "building helm (cached under ~/.cache after the first run)"
 HELM=$(hack/helm.sh | tail -n 1)
 export HELM
+# The S3-compatible object store the bucket tests back up to (tests/e2e/buckets.rs).
+log "building SeaweedFS (cached under ~/.cache after the first run)"
+WEED=$(hack/seaweedfs.sh | tail -n 1)
+export WEED
 # The images the real node runs: the operator's (the installation tests run it as its Pod)
 # and the engines' (built from Debian's packages: no registry is reachable here).
 log "building the operator's image"

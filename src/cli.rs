@@ -34,6 +34,13 @@ pub enum Command {
     Run,
     /// Print the CustomResourceDefinitions (Database, DatabaseBackup) as YAML.
     Crd,
+    /// Move a dump to or from an S3-compatible bucket (what the backup Job and the restore run;
+    /// the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
+    Bucket {
+        /// put or get.
+        #[command(subcommand)]
+        command: Box<crate::bucket::Command>,
+    },
 }
 
 /// The log format.
@@ -161,6 +168,12 @@ pub struct RunArgs {
     /// How often replicas try to acquire or renew the Lease.
     #[arg(long, env = "LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
     pub leader_elect_retry_period: Duration,
+
+    /// The image whose `database-operator bucket` moves dumps to and from S3-compatible buckets
+    /// (a DatabaseBackup's spec.bucket, a restore from one): the operator's own. Without it,
+    /// backups to a bucket fail and say so. The manifests and the chart set it.
+    #[arg(long, env = "BACKUP_IMAGE", global = true)]
+    pub backup_image: Option<String>,
 
     /// For the rollout benchmark only (hack/bench/rollout.sh): put the label
     /// bench.example.com/rollout with this value on every Deployment and its pod template, so a

@@ -24,6 +24,7 @@
 
 pub mod api;
 pub(crate) mod backup;
+pub mod bucket;
 pub mod cli;
 pub(crate) mod database;
 pub mod desired;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use database_operator::cli::{Cli, Command, LogFormat, bind_address, log_filter};
-use database_operator::{api, operator};
+use database_operator::{api, bucket, operator};
 use operator_runtime::client;
 use operator_runtime::ops::{self, leader};
 use tokio::signal::unix::{SignalKind, signal};
@@ -15,9 +15,13 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Crd) = cli.command {
-        print!("{}---\n{}", api::crd_yaml(), api::backup_crd_yaml());
-        return ExitCode::SUCCESS;
+    match cli.command {
+        Some(Command::Crd) => {
+            print!("{}---\n{}", api::crd_yaml(), api::backup_crd_yaml());
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Bucket { command }) => return transfer(*command),
+        Some(Command::Run) | None => {}
     }
     let args = cli.run_args();
     let rust_log = std::env::var("RUST_LOG").ok();
@@ -48,6 +52,22 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `database-operator bucket put|get`, on a runtime of one thread; the error on stderr.
+fn transfer(command: bucket::Command) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    match runtime.map(|runtime| runtime.block_on(bucket::run(command))) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(err)) => {
+            eprintln!("error: {err}");
+            ExitCode::from(err.exit_code())
+        }
+        Err(err) => {
+            eprintln!("error: starting the async runtime: {err}");
             ExitCode::FAILURE
         }
     }
@@ -109,6 +129,7 @@ async fn run(args: database_operator::cli::RunArgs) -> anyhow::Result<()> {
         review_client: Some(review_client),
         request_metrics: Some(request_metrics),
         rollout_marker: args.bench_rollout_marker.clone().filter(|marker| !marker.is_empty()),
+        backup_image: args.backup_image.clone().filter(|image| !image.is_empty()),
     };
 
     let cancel = CancellationToken::new();

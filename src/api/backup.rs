@@ -10,7 +10,7 @@ use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{EngineKind, ReclaimPolicy};
+use super::{Bucket, EngineKind, ReclaimPolicy};
 
 /// A logical dump of a Database, taken once, kept in a claim of its own.
 #[derive(CustomResource, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -54,15 +54,25 @@ use super::{EngineKind, ReclaimPolicy};
 #[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "self == oldSelf", "message": "a DatabaseBackup cannot change once created: create a new one"},
+    {"rule": "!has(self.storage) || !has(self.bucket)",
+     "message": "spec.storage and spec.bucket are two places for the dump: set one"},
 ]))]
 pub struct BackupSpec {
     /// The name of the Database to dump, in the same namespace. It needs an engine.
     #[schemars(length(min = 1, max = 63))]
     pub database: String,
 
-    /// Where the dump is kept.
+    /// The claim the dump is kept in, when it is kept in the cluster (the default, without
+    /// spec.bucket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<BackupStorage>,
+
+    /// The S3-compatible bucket the dump is kept in instead of a claim: off the cluster, it
+    /// outlives the namespace. The dump is compressed on its way, and the backup Completes once
+    /// it is whole there, its size and SHA-256 in the status. Deleting the DatabaseBackup
+    /// leaves the bucket's copy (the bucket's own lifecycle rules expire it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<Bucket>,
 }
 
 /// The claim that keeps a dump.
@@ -118,6 +128,21 @@ pub struct BackupStatus {
     #[schemars(length(max = 253))]
     pub claim_name: Option<String>,
 
+    /// Where the dump is in its bucket (spec.bucket): s3://bucket/folder/. A Database in
+    /// another namespace restores it by naming the bucket, the prefix and this backup's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub location: Option<String>,
+
+    /// The size of the compressed dump in its bucket, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<i64>,
+
+    /// The SHA-256 of the compressed dump in its bucket, in hex: a restore checks it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub sha256: Option<String>,
+
     /// When the dump started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
@@ -170,5 +195,5 @@ impl fmt::Display for BackupPhase {
 
 /// A new backup of `database`, named `name`.
 pub fn backup(name: &str, database: &str) -> DatabaseBackup {
-    DatabaseBackup::new(name, BackupSpec { database: database.to_string(), storage: None })
+    DatabaseBackup::new(name, BackupSpec { database: database.to_string(), storage: None, bucket: None })
 }

@@ -8,7 +8,8 @@
 //!   ([`Credentials`], `credentials.rs`), upgrades ([`UpgradeSpec`] and the status' [`UpgradeStatus`],
 //!   `upgrade.rs`), backups on a schedule and a restore ([`BackupSchedule`], [`RestoreFrom`],
 //!   `schedule.rs`).
-//! - [`DatabaseBackup`] (`dbbackup`): a logical dump of a Database (`backup.rs`).
+//! - [`DatabaseBackup`] (`dbbackup`): a logical dump of a Database (`backup.rs`), kept in a
+//!   claim or in an S3-compatible [`Bucket`] (`bucket.rs`, also where a restore finds one).
 //! - [`crd`], [`crd_yaml`], [`backup_crd`], [`backup_crd_yaml`]: the CRDs as the apiserver gets them, with the
 //!   rules the schema and CEL check at `kubectl apply` (`crd.rs`).
 //! - [`index`]: the indices the controllers find each other's objects by.
@@ -21,6 +22,7 @@
 //! of each.
 
 mod backup;
+mod bucket;
 mod crd;
 mod credentials;
 mod database;
@@ -31,6 +33,7 @@ mod storage;
 mod upgrade;
 
 pub use backup::*;
+pub use bucket::{ACCESS_KEY_ID_KEY, Bucket, CA_KEY, SECRET_ACCESS_KEY_KEY};
 pub use crd::{CRD_YAML_HEADER, backup_crd, backup_crd_yaml, crd, crd_yaml};
 pub use credentials::Credentials;
 pub use database::*;

@@ -5,6 +5,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::Bucket;
+
 /// Backups of a Database on a schedule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -27,6 +29,11 @@ pub struct BackupSchedule {
     // about it); within 1..=1000 it is an int32.
     #[schemars(range(min = 1, max = 1000), extend("format" = "int32"))]
     pub keep: Option<u32>,
+
+    /// The S3-compatible bucket the scheduled backups are kept in, instead of claims (see
+    /// the DatabaseBackup's spec.bucket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<Bucket>,
 }
 
 /// The backup a new Database is restored from.
@@ -38,6 +45,13 @@ pub struct RestoreFrom {
     /// or of one deleted whose claim was kept (its spec.storage.reclaimPolicy: Retain).
     #[schemars(length(min = 1, max = 253))]
     pub backup: String,
+
+    /// The bucket to find the backup in when its DatabaseBackup is not in this namespace (a
+    /// namespace deleted, another cluster): the backup's folder there is
+    /// `<prefix>/<backup>/`, prefix being the backing-up namespace's name unless its bucket set
+    /// another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<Bucket>,
 }
 
 /// The default of `spec.backup.keep`.

@@ -27,9 +27,13 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube_client::Api;
+use kube_client::api::ListParams;
 use kube_core::ObjectMeta;
+use kube_core::ResourceExt;
 use operator_runtime::conditions::{self, State};
 use operator_runtime::controller::{Action, ReconcileError, Reconciler};
 use operator_runtime::events::{Recorder, Report};
@@ -37,9 +41,11 @@ use operator_runtime::informer::{Store, key_of};
 use operator_runtime::write::{Created, Object, Writer, Wrote};
 use tracing::{debug, info};
 
-use crate::api::{BackupPhase, BackupStatus, Database, DatabaseBackup, Phase, index};
+use crate::api::{BackupPhase, BackupStatus, Bucket, Database, DatabaseBackup, Phase, index};
+use crate::bucket::Receipt;
 use crate::engine;
 use crate::resources::backup;
+use crate::resources::bucket::Stored;
 use crate::resources::view::PersistentVolumeClaimView;
 
 /// A failed reconcile; retried with backoff, or when the server said ([`ReconcileError`]).
@@ -76,6 +82,8 @@ pub(crate) struct BackupReconciler {
     writer: Writer,
     stores: Stores,
     recorder: Recorder,
+    /// The operator's own image, which moves dumps to buckets (`--backup-image`).
+    tools_image: Option<String>,
 }
 
 impl Debug for BackupReconciler {
@@ -86,8 +94,8 @@ impl Debug for BackupReconciler {
 
 impl BackupReconciler {
     /// A reconciler reading `stores` and writing through `writer`.
-    pub(crate) fn new(writer: Writer, stores: Stores, recorder: Recorder) -> Self {
-        Self { writer, stores, recorder }
+    pub(crate) fn new(writer: Writer, stores: Stores, recorder: Recorder, tools_image: Option<String>) -> Self {
+        Self { writer, stores, recorder, tools_image }
     }
 
     /// One pass; the events it collected are published at the end, also when it failed.
@@ -151,7 +159,12 @@ impl BackupReconciler {
         }
         match self.stores.jobs.get(&key_of(backup)) {
             Some(job) if !ours(&job.metadata) => foreign(status, "Job", backup),
-            Some(job) => self.follow(backup, db.as_deref(), &job, status),
+            Some(job) => {
+                self.follow(backup, db.as_deref(), &job, status);
+                if backup.spec.bucket.is_some() && status.phase.is_some_and(BackupPhase::is_finished) {
+                    self.receive(backup, &job, status).await?;
+                }
+            }
             None => match (db, engine) {
                 (Some(db), Some(engine)) => self.start(backup, &db, engine, status, report).await?,
                 _ => pending(status, format!("waiting for Database {database:?}, which does not exist")),
@@ -170,7 +183,9 @@ impl BackupReconciler {
             backup::dumped_engine(&claim)
         });
         status.image = job_image(job);
-        status.claim_name.clone_from(&backup.metadata.name);
+        if backup.spec.bucket.is_none() {
+            status.claim_name.clone_from(&backup.metadata.name);
+        }
         from_job(status, job);
         if db.is_none() && !status.phase.is_some_and(BackupPhase::is_finished) {
             // Its server, Service and credentials went with it: a dump still to come cannot be
@@ -199,6 +214,9 @@ impl BackupReconciler {
             return Ok(());
         }
         let image = db.status.as_ref().and_then(|s| s.current_image.clone()).unwrap_or_else(|| db.spec.image.clone());
+        if let Some(bucket) = &backup.spec.bucket {
+            return self.start_upload(backup, bucket, db, engine, image, status, report).await;
+        }
         if self.stores.claims.get(&key_of(backup)).is_none()
             && !self.create(backup, &backup::claim(backup, db, engine, &image), report).await?
         {
@@ -213,6 +231,81 @@ impl BackupReconciler {
         status.image = Some(image);
         status.claim_name.clone_from(&backup.metadata.name);
         pending(status, "the dump Job was created".to_string());
+        Ok(())
+    }
+
+    /// Creates `backup`'s Job that dumps `db` into `bucket`.
+    #[allow(clippy::too_many_arguments, reason = "the parts of one start, each read once")]
+    async fn start_upload(
+        &self,
+        backup: &DatabaseBackup,
+        bucket: &Bucket,
+        db: &Database,
+        engine: &dyn engine::Engine,
+        image: String,
+        status: &mut BackupStatus,
+        report: &mut Report,
+    ) -> Result<(), Error> {
+        let Some(tools_image) = self.tools_image.as_deref() else {
+            let message =
+                "the operator runs without --backup-image (BACKUP_IMAGE), the image that uploads a dump to a \
+                           bucket (its own): set it and create the backup again"
+                    .to_string();
+            finish(status, BackupPhase::Failed, "NoBackupImage", message, None);
+            return Ok(());
+        };
+        let name = backup.metadata.name.as_deref().unwrap_or_default();
+        let stored =
+            Stored { bucket: bucket.clone(), folder: bucket.folder(&db.namespace().unwrap_or_default(), name) };
+        if !self.create(backup, &backup::bucket_job(backup, &stored, db, engine, &image, tools_image), report).await? {
+            foreign(status, "Job", backup);
+            return Ok(());
+        }
+        status.engine = db.spec.engine;
+        status.image = Some(image);
+        status.location = Some(crate::bucket::url(&bucket.name, &stored.folder));
+        pending(status, "the dump Job was created".to_string());
+        Ok(())
+    }
+
+    /// What the upload of `backup`'s finished Job said, from its pods: its receipt (where the
+    /// dump is, its size, its checksum) once Completed, which a completed backup in a bucket
+    /// must have; its error once Failed (a wrong key, a missing bucket, a server away), in
+    /// place of the Job's own words, which say only that a container failed.
+    async fn receive(&self, backup: &DatabaseBackup, job: &Job, status: &mut BackupStatus) -> Result<(), Error> {
+        let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.writer.client().clone(), namespace);
+        let selector = format!("batch.kubernetes.io/job-name={}", job.metadata.name.as_deref().unwrap_or_default());
+        let pods = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| Error { what: format!("reading the pods of Job {}", key_of(job)), source })?;
+        let words = last_words(&pods.items, backup::UPLOAD_CONTAINER);
+        let at = status.completion_time.clone();
+        match (status.phase, words.as_deref().map(serde_json::from_str::<Receipt>)) {
+            (Some(BackupPhase::Completed), Some(Ok(receipt))) => {
+                let message = format!(
+                    "the dump is in {}: {} bytes compressed, SHA-256 {}",
+                    receipt.location, receipt.size, receipt.sha256
+                );
+                status.location = Some(receipt.location);
+                status.size = i64::try_from(receipt.size).ok();
+                status.sha256 = Some(receipt.sha256);
+                finish(status, BackupPhase::Completed, "Uploaded", message, at);
+            }
+            (Some(BackupPhase::Completed), _) => {
+                let message = "the dump Job completed, and its upload left no receipt: the dump cannot be shown whole \
+                               in the bucket"
+                    .to_string();
+                finish(status, BackupPhase::Failed, "NoReceipt", message, None);
+            }
+            (_, Some(_)) => {
+                let words = words.unwrap_or_default();
+                let reason = status.conditions.first().map(|c| c.reason.clone()).unwrap_or_default();
+                finish(status, BackupPhase::Failed, &reason, format!("the upload failed: {words}"), at);
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -267,9 +360,23 @@ fn finish(status: &mut BackupStatus, phase: BackupPhase, reason: &str, message: 
     status.conditions = vec![conditions::condition(&[], type_, State::yes(reason, message), None, &now)];
 }
 
-/// The image a Job's container runs.
+/// The termination message of `container` in the pod of `pods` where it ended last.
+fn last_words(pods: &[Pod], container: &str) -> Option<String> {
+    pods.iter()
+        .filter_map(|pod| {
+            let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+            let ended = statuses.iter().find(|s| s.name == container)?.state.as_ref()?.terminated.as_ref()?;
+            Some((ended.finished_at.clone(), ended.message.clone()?))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, message)| message.trim().to_string())
+}
+
+/// The image a Job's dump container runs.
 fn job_image(job: &Job) -> Option<String> {
-    job.spec.as_ref()?.template.spec.as_ref()?.containers.first()?.image.clone()
+    let pod = job.spec.as_ref()?.template.spec.as_ref()?;
+    let mut all = pod.init_containers.iter().flatten().chain(&pod.containers);
+    all.find(|c| c.name == backup::DUMP_CONTAINER)?.image.clone()
 }
 
 /// The status a Job's own status says.

@@ -125,8 +125,8 @@ impl DatabaseReconciler {
         let key = key_of(db);
         let (live_deployment, live_service) = (self.stores.deployments.get(&key), self.stores.services.get(&key));
         let mut desired = workload::deployment_running(db, &pass.plan.image, self.rollout_marker.as_deref());
-        if let (Restore::From { claim, .. }, Some(engine)) = (&pass.restore, pass.engine) {
-            with_restore(&mut desired, engine, claim);
+        if let (Restore::From { source, .. }, Some(engine)) = (&pass.restore, pass.engine) {
+            with_restore(&mut desired, engine, source);
         }
         let deployment_ours = |d: &DeploymentView| is_controlled_by(&d.metadata, db);
         let service_ours = |s: &ServiceView| is_controlled_by(&s.metadata, db);

@@ -138,6 +138,8 @@ pub(crate) struct DatabaseReconciler {
     statuses: Statuses<DatabaseStatus>,
     /// The rollout benchmark's marker on every Deployment (`--bench-rollout-marker`).
     pub(super) rollout_marker: Option<String>,
+    /// The operator's own image, which fetches a restore's dump from a bucket (`--backup-image`).
+    backup_image: Option<String>,
 }
 
 impl Debug for DatabaseReconciler {
@@ -173,8 +175,14 @@ impl<'a> Pass<'a> {
 
 impl DatabaseReconciler {
     /// A reconciler reading `stores` and writing through `writer`.
-    pub(crate) fn new(writer: Writer, stores: Stores, recorder: Recorder, rollout_marker: Option<String>) -> Self {
-        Self { writer, stores, recorder, statuses: Statuses::default(), rollout_marker }
+    pub(crate) fn new(
+        writer: Writer,
+        stores: Stores,
+        recorder: Recorder,
+        rollout_marker: Option<String>,
+        backup_image: Option<String>,
+    ) -> Self {
+        Self { writer, stores, recorder, statuses: Statuses::default(), rollout_marker, backup_image }
     }
 
     /// The record of the statuses this reconciler wrote, for the controller to tell their
@@ -190,7 +198,7 @@ impl DatabaseReconciler {
             engine: engine::of_database(db),
             now: now(),
             plan: Plan::steady(&db.spec.image),
-            restore: restore::restore(db, &self.stores.backups, &self.stores.claims),
+            restore: restore::restore(db, &self.stores.backups, &self.stores.claims, self.backup_image.as_deref()),
             deployment: None,
             claim_uid: None,
             report: Report::default(),

@@ -17,8 +17,10 @@
 use operator_runtime::informer::{Store, key_of};
 
 use super::upgrade;
-use crate::api::{BackupPhase, Database, DatabaseBackup, index};
+use crate::api::{BackupPhase, Bucket, Database, DatabaseBackup, index};
 use crate::engine;
+use crate::resources::bucket::Stored;
+pub(crate) use crate::resources::restore::Source;
 use crate::resources::view::PersistentVolumeClaimView;
 use crate::resources::{backup, claim};
 
@@ -36,12 +38,12 @@ pub(crate) enum Restore {
         /// Why, for a kubectl user.
         message: String,
     },
-    /// Restore from the backup's claim.
+    /// Restore from the backup's claim or bucket.
     From {
         /// The backup's name.
         backup: String,
-        /// The claim holding the dump.
-        claim: String,
+        /// Where the dump is.
+        source: Source,
     },
 }
 
@@ -50,8 +52,19 @@ pub(crate) fn restore(
     db: &Database,
     backups: &Store<DatabaseBackup>,
     claims: &Store<PersistentVolumeClaimView>,
+    tools_image: Option<&str>,
 ) -> Restore {
-    let restore = from_backup(db, backups, claims);
+    let restore = from_backup(db, backups, claims, tools_image.unwrap_or_default());
+    if let Restore::From { source: Source::Bucket { tools_image, .. }, .. } = &restore
+        && tools_image.is_empty()
+    {
+        return Restore::Impossible {
+            reason: "NoBackupImage",
+            message: "the backup is in a bucket, and the operator runs without --backup-image (BACKUP_IMAGE), the \
+                      image that fetches it (its own): nothing was restored"
+                .into(),
+        };
+    }
     let Restore::From { .. } = restore else { return restore };
     let Some(existing) = retained_claim(db, claims) else { return restore };
     Restore::Impossible {
@@ -73,15 +86,28 @@ fn retained_claim(db: &Database, claims: &Store<PersistentVolumeClaimView>) -> O
 }
 
 /// Where `db` stands with its restore, given the backups, and the claims that outlived theirs.
-fn from_backup(db: &Database, backups: &Store<DatabaseBackup>, claims: &Store<PersistentVolumeClaimView>) -> Restore {
+fn from_backup(
+    db: &Database,
+    backups: &Store<DatabaseBackup>,
+    claims: &Store<PersistentVolumeClaimView>,
+    tools_image: &str,
+) -> Restore {
     let Some(from) = &db.spec.restore_from else { return Restore::None };
     if db.status.as_ref().is_some_and(|s| s.restored_from.is_some()) {
         return Restore::None;
     }
     let name = &from.backup;
     let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
+    let in_bucket = |bucket: &Bucket| Source::Bucket {
+        stored: Stored { bucket: bucket.clone(), folder: bucket.folder(namespace, name) },
+        tools_image: tools_image.to_string(),
+    };
     let Some(backup) = backups.get(&format!("{namespace}/{name}")) else {
-        return from_kept_claim(db, name, claims);
+        // Not in the namespace: in the bucket named (a disaster recovery), else in a kept claim.
+        return match &from.bucket {
+            Some(bucket) => Restore::From { backup: name.clone(), source: in_bucket(bucket) },
+            None => from_kept_claim(db, name, claims),
+        };
     };
     let status = backup.status.clone().unwrap_or_default();
     match status.phase {
@@ -91,8 +117,11 @@ fn from_backup(db: &Database, backups: &Store<DatabaseBackup>, claims: &Store<Pe
                 major: status.image.as_deref().zip(db.spec.engine).and_then(|(i, e)| engine::major(engine::of(e), i)),
                 image: status.image.as_deref(),
             };
-            let claim = status.claim_name.unwrap_or_else(|| name.clone());
-            loadable(db, name, &dumped).unwrap_or(Restore::From { backup: name.clone(), claim })
+            let source = match &backup.spec.bucket {
+                Some(bucket) => in_bucket(bucket),
+                None => Source::Claim(status.claim_name.unwrap_or_else(|| name.clone())),
+            };
+            loadable(db, name, &dumped).unwrap_or(Restore::From { backup: name.clone(), source })
         }
         Some(BackupPhase::Failed) => Restore::Impossible {
             reason: "RestoreFailed",
@@ -119,7 +148,8 @@ fn from_kept_claim(db: &Database, name: &str, claims: &Store<PersistentVolumeCla
         return Restore::Waiting(format!("waiting for DatabaseBackup {name:?}, which does not exist"));
     };
     let dumped = Dump { engine: Some(kept.engine.as_str()), major: kept.major, image: None };
-    loadable(db, name, &dumped).unwrap_or_else(|| Restore::From { backup: name.to_string(), claim: name.to_string() })
+    loadable(db, name, &dumped)
+        .unwrap_or_else(|| Restore::From { backup: name.to_string(), source: Source::Claim(name.to_string()) })
 }
 
 /// What is known of a completed dump: the engine dumped (its name), the major version of the
@@ -203,7 +233,7 @@ mod tests {
             Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
         db.metadata.namespace = Some("shop".into());
         db.metadata.uid = Some(uid.into());
-        db.spec.restore_from = Some(Box::new(RestoreFrom { backup: "nightly".into() }));
+        db.spec.restore_from = Some(Box::new(RestoreFrom { backup: "nightly".into(), bucket: None }));
         db
     }
 
@@ -237,9 +267,9 @@ mod tests {
     fn a_restore_goes_into_a_claim_of_its_own_or_a_new_one() {
         let db = restoring("uid-2");
         let none = Store::<PersistentVolumeClaimView>::new();
-        assert!(matches!(restore(&db, &completed(), &none), Restore::From { .. }));
+        assert!(matches!(restore(&db, &completed(), &none, None), Restore::From { .. }));
         let own = Store::from_objects([claim(Some("uid-2"))]);
-        assert!(matches!(restore(&db, &completed(), &own), Restore::From { .. }));
+        assert!(matches!(restore(&db, &completed(), &own, None), Restore::From { .. }));
     }
 
     /// The claim kept by `reclaimPolicy: Retain` holds an earlier Database's data: the server
@@ -249,7 +279,7 @@ mod tests {
         let db = restoring("uid-2");
         for earlier in [claim(Some("uid-1")), claim(None)] {
             let claims = Store::from_objects([earlier]);
-            match restore(&db, &completed(), &claims) {
+            match restore(&db, &completed(), &claims, None) {
                 Restore::Impossible { reason, message } => {
                     assert_eq!(reason, "RestoreTargetNotEmpty");
                     assert!(
@@ -267,7 +297,7 @@ mod tests {
         let none = Store::<PersistentVolumeClaimView>::new();
         let mut db = restoring("uid-2");
         db.spec.image = "postgres:15.10-bookworm".into();
-        match restore(&db, &completed(), &none) {
+        match restore(&db, &completed(), &none, None) {
             Restore::Impossible { reason, message } => {
                 assert_eq!(reason, "RestoreFromNewerMajor");
                 assert!(message.contains("postgres:17.2 (major version 17)"), "{message}");
@@ -278,7 +308,7 @@ mod tests {
         // The same major, a newer one, or a tag that names no version: loaded.
         for image in ["postgres:17", "postgres:18.1", "postgres:latest"] {
             db.spec.image = image.into();
-            assert!(matches!(restore(&db, &completed(), &none), Restore::From { .. }), "{image}");
+            assert!(matches!(restore(&db, &completed(), &none, None), Restore::From { .. }), "{image}");
         }
     }
 
@@ -291,18 +321,18 @@ mod tests {
         let db = restoring("uid-2");
         let none = Store::<DatabaseBackup>::new();
         let kept = Store::from_objects([cached_claim("uid-b", Some(Retain), EngineKind::Postgres, "postgres:17.2")]);
-        let from = Restore::From { backup: "nightly".into(), claim: "nightly".into() };
-        assert_eq!(restore(&db, &none, &kept), from);
+        let from = Restore::From { backup: "nightly".into(), source: Source::Claim("nightly".into()) };
+        assert_eq!(restore(&db, &none, &kept, None), from);
         // While the DatabaseBackup is there, it decides.
-        assert_eq!(restore(&db, &completed(), &kept), from);
+        assert_eq!(restore(&db, &completed(), &kept, None), from);
 
         let owned = Store::from_objects([cached_claim("uid-b", None, EngineKind::Postgres, "postgres:17.2")]);
-        assert!(matches!(restore(&db, &none, &owned), Restore::Waiting(m) if m.contains("does not exist")));
+        assert!(matches!(restore(&db, &none, &owned, None), Restore::Waiting(m) if m.contains("does not exist")));
         let redis = Store::from_objects([cached_claim("uid-b", Some(Retain), EngineKind::Redis, "redis:8.0")]);
-        assert!(matches!(restore(&db, &none, &redis),
+        assert!(matches!(restore(&db, &none, &redis, None),
             Restore::Impossible { reason: "RestoreEngineMismatch", message } if message.contains("a redis database")));
         let newer = Store::from_objects([cached_claim("uid-b", Some(Retain), EngineKind::Postgres, "postgres:18")]);
-        match restore(&db, &none, &newer) {
+        match restore(&db, &none, &newer, None) {
             Restore::Impossible { reason, message } => {
                 assert_eq!(reason, "RestoreFromNewerMajor");
                 assert!(message.contains("dumped from major version 18"), "{message}");
@@ -317,6 +347,6 @@ mod tests {
         let mut db = restoring("uid-2");
         db.status = Some(crate::api::DatabaseStatus { restored_from: Some("nightly".into()), ..Default::default() });
         let claims = Store::from_objects([claim(Some("uid-1"))]);
-        assert_eq!(restore(&db, &completed(), &claims), Restore::None);
+        assert_eq!(restore(&db, &completed(), &claims, None), Restore::None);
     }
 }

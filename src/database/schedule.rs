@@ -180,6 +180,7 @@ pub(crate) fn scheduled_backup(db: &Database, at: &Time) -> DatabaseBackup {
     let stamp = at.0.strftime("%Y%m%d%H%M%S").to_string();
     let mut backup = crate::api::backup(&derived_name(name, &stamp), name);
     backup.metadata.namespace = db.metadata.namespace.clone();
+    backup.spec.bucket = db.spec.backup.as_ref().and_then(|schedule| schedule.bucket.clone());
     let uid = db.metadata.uid.clone().unwrap_or_default();
     backup.metadata.labels =
         Some([(SCHEDULED_LABEL.to_string(), name.to_string()), (DATABASE_UID_LABEL.to_string(), uid)].into());
@@ -239,7 +240,7 @@ mod tests {
     fn database(schedule: &str, last: Option<i64>) -> Database {
         let mut db =
             Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
-        db.spec.backup = Some(Box::new(BackupSchedule { schedule: schedule.into(), keep: Some(2) }));
+        db.spec.backup = Some(Box::new(BackupSchedule { schedule: schedule.into(), keep: Some(2), bucket: None }));
         db.metadata.creation_timestamp = Some(at(0));
         db.status = Some(DatabaseStatus { last_scheduled_backup: last.map(at), ..Default::default() });
         db
@@ -269,9 +270,13 @@ mod tests {
 
     #[test]
     fn scheduled_backups_are_named_by_their_time() {
-        let backup = scheduled_backup(&database("0 * * * *", None), &at(7200));
+        let mut db = database("0 * * * *", None);
+        let backup = scheduled_backup(&db, &at(7200));
         assert_eq!(backup.metadata.name.as_deref(), Some("orders-19700101020000"));
-        assert_eq!(backup.spec.database, "orders");
+        assert_eq!((backup.spec.database.as_str(), backup.spec.bucket), ("orders", None));
+        let bucket = crate::api::Bucket { name: "backups".into(), ..Default::default() };
+        db.spec.backup.as_mut().unwrap().bucket = Some(bucket.clone());
+        assert_eq!(scheduled_backup(&db, &at(7200)).spec.bucket, Some(bucket), "the schedule's bucket");
     }
 
     #[test]
@@ -329,7 +334,8 @@ mod tests {
         // Made again with keep: 1, restored from the first one's oldest backup.
         let mut again = with_uid(database("0 * * * *", None), "uid-2");
         again.spec.backup.as_mut().unwrap().keep = Some(1);
-        again.spec.restore_from = Some(Box::new(crate::api::RestoreFrom { backup: "orders-19700101010000".into() }));
+        again.spec.restore_from =
+            Some(Box::new(crate::api::RestoreFrom { backup: "orders-19700101010000".into(), bucket: None }));
         let (store, databases) = stores(backups.clone(), vec![again.clone()]);
         assert!(beyond_keep(&again, &store, &databases).is_empty(), "not its own backups");
         // The first one, had it stayed, would rotate its own but never the restore source.

@@ -36,6 +36,7 @@ pub(super) struct Settings {
     pub(super) queue_metrics: workqueue::Metrics,
     pub(super) controller_metrics: controller::Metrics,
     pub(super) rollout_marker: Option<String>,
+    pub(super) backup_image: Option<String>,
 }
 
 impl Controllers {
@@ -78,8 +79,13 @@ impl Controllers {
             secrets: secrets.store(),
             backups: backups.store(),
         };
-        let database_reconciler =
-            DatabaseReconciler::new(writer.clone(), stores, recorder.clone(), settings.rollout_marker);
+        let database_reconciler = DatabaseReconciler::new(
+            writer.clone(),
+            stores,
+            recorder.clone(),
+            settings.rollout_marker,
+            settings.backup_image.clone(),
+        );
         let database = controller::Builder::new("database", databases.clone())
             .owns(deployments.clone())
             .owns(services.clone())
@@ -113,7 +119,8 @@ impl Controllers {
             claims: claims.store(),
             jobs: jobs.store(),
         };
-        let backup_reconciler = BackupReconciler::new(writer, backup_stores, recorder.clone());
+        let backup_reconciler =
+            BackupReconciler::new(writer, backup_stores, recorder.clone(), settings.backup_image.clone());
         let backup = controller::Builder::new("databasebackup", backups.clone())
             .owns(jobs)
             .owns(claims)

@@ -121,6 +121,8 @@ pub struct Options {
     /// The rollout benchmark's marker on every Deployment (`--bench-rollout-marker`); `None`
     /// outside that benchmark.
     pub rollout_marker: Option<String>,
+    /// The image that moves dumps to and from buckets (`--backup-image`): the operator's own.
+    pub backup_image: Option<String>,
 }
 
 impl std::fmt::Debug for Options {
@@ -157,6 +159,7 @@ impl Options {
             review_client: None,
             request_metrics: None,
             rollout_marker: None,
+            backup_image: None,
         }
     }
 }
@@ -237,6 +240,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         queue_metrics,
         controller_metrics,
         rollout_marker: options.rollout_marker.clone(),
+        backup_image: options.backup_image.clone(),
     };
     let controllers = Controllers::build(&factory, &client, &recorder, settings);
     // The recorders now live in the reconcilers: the events task ends when they are dropped.

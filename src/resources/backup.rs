@@ -16,12 +16,15 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::{
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement, PodFailurePolicyRule,
+};
 use k8s_openapi::api::core::v1::{
     Container, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume, VolumeMount,
 };
 use kube_core::ObjectMeta;
 
+use super::bucket::{self, Stored};
 use super::claim::{claim_spec, default_size};
 use super::meta::{BACKUP_LABEL, MANAGED_BY_LABEL, MANAGER, controller_reference, is_controlled_by};
 use super::secret;
@@ -138,35 +141,97 @@ pub(crate) fn backup_volume(claim: &str, read_only: bool) -> (Volume, VolumeMoun
 pub(crate) fn job(backup: &DatabaseBackup, db: &Database, engine: &dyn Engine, image: &str) -> Job {
     let claim = backup.metadata.name.clone().unwrap_or_default();
     let (volume, mount) = backup_volume(&claim, false);
-    let mut env = engine.client_env(&secret::secret_name(db));
-    env.push(value("DATABASE_HOST", &secret::host(db)));
+    let pod = PodSpec {
+        containers: vec![dump_container(db, engine, image, mount)],
+        volumes: Some(vec![volume]),
+        ..pod_spec(engine)
+    };
+    dump_job(backup, pod, None)
+}
+
+/// The Job that dumps `db` (whose engine is `engine`, running `image`) into the bucket of
+/// `stored`: the dump into an `emptyDir` (an init container), then its upload from
+/// `tools_image`, the operator's own, whose receipt (or error) is its termination message. A
+/// refusal fails the Job at once (a wrong key, a missing bucket: trying again cannot help);
+/// anything else (a server away) is tried again as a failed dump is.
+pub(crate) fn bucket_job(
+    backup: &DatabaseBackup,
+    stored: &Stored,
+    db: &Database,
+    engine: &dyn Engine,
+    image: &str,
+    tools_image: &str,
+) -> Job {
+    let (volume, mount) = bucket::scratch_volume();
+    let upload =
+        bucket::transfer(UPLOAD_CONTAINER, tools_image, "put", stored, &["--engine", engine.name(), "--image", image]);
+    let pod = PodSpec {
+        init_containers: Some(vec![dump_container(db, engine, image, mount)]),
+        containers: vec![upload],
+        volumes: Some([Some(volume), bucket::ca_volume(stored)].into_iter().flatten().collect()),
+        ..pod_spec(engine)
+    };
+    let refused = PodFailurePolicy {
+        rules: vec![PodFailurePolicyRule {
+            action: "FailJob".into(),
+            on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                container_name: Some(UPLOAD_CONTAINER.into()),
+                operator: "In".into(),
+                values: vec![i32::from(crate::bucket::EXIT_REFUSED)],
+            }),
+            on_pod_conditions: None,
+        }],
+    };
+    dump_job(backup, pod, Some(refused))
+}
+
+/// The container of a dump Job that dumps.
+pub(crate) const DUMP_CONTAINER: &str = "dump";
+
+/// The container of a bucket Job that uploads the dump.
+pub(crate) const UPLOAD_CONTAINER: &str = "upload";
+
+/// The pod of a dump Job, without its containers and volumes: the engine's non-root user, no
+/// service account token, never restarted in place (the Job makes a new pod).
+fn pod_spec(engine: &dyn Engine) -> PodSpec {
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        security_context: Some(pod_security(engine)),
+        automount_service_account_token: Some(false),
+        ..Default::default()
+    }
+}
+
+/// `backup`'s Job, running `pod`: one attempt and two retries.
+fn dump_job(backup: &DatabaseBackup, pod: PodSpec, failure_policy: Option<PodFailurePolicy>) -> Job {
     Job {
         metadata: metadata(backup),
         spec: Some(JobSpec {
             backoff_limit: Some(2),
+            pod_failure_policy: failure_policy,
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: metadata(backup).labels, ..Default::default() }),
-                spec: Some(PodSpec {
-                    restart_policy: Some("Never".into()),
-                    security_context: Some(pod_security(engine)),
-                    automount_service_account_token: Some(false),
-                    containers: vec![Container {
-                        name: "dump".into(),
-                        image: Some(image.into()),
-                        // The dump is the data: readable by its owner alone.
-                        command: Some(vec!["sh".into(), "-c".into(), format!("umask 077 && {}", engine.dump_script())]),
-                        env: Some(env),
-                        volume_mounts: Some(vec![mount]),
-                        security_context: Some(container_security()),
-                        ..Default::default()
-                    }],
-                    volumes: Some(vec![volume]),
-                    ..Default::default()
-                }),
+                spec: Some(pod),
             },
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+/// The container that dumps `db` with the engine's tool from `image` into the volume at `mount`.
+fn dump_container(db: &Database, engine: &dyn Engine, image: &str, mount: VolumeMount) -> Container {
+    let mut env = engine.client_env(&secret::secret_name(db));
+    env.push(value("DATABASE_HOST", &secret::host(db)));
+    Container {
+        name: DUMP_CONTAINER.into(),
+        image: Some(image.into()),
+        // The dump is the data: readable by its owner alone.
+        command: Some(vec!["sh".into(), "-c".into(), format!("umask 077 && {}", engine.dump_script())]),
+        env: Some(env),
+        volume_mounts: Some(vec![mount]),
+        security_context: Some(container_security()),
+        ..Default::default()
     }
 }
 

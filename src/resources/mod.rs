@@ -7,10 +7,14 @@
 //!   object is.
 //! - A Database's: [`workload`] (the Deployment and the Service), [`secret`] (the generated
 //!   credentials), [`claim`] (the data volume), [`restore`] (the init container of a restore).
-//! - A DatabaseBackup's: [`backup`] (its claim and its dump Job).
+//! - A DatabaseBackup's: [`backup`] (its claim and its dump Job, or the Job that dumps into a
+//!   bucket).
+//! - [`bucket`]: the container that moves a dump to or from a bucket, which the bucket Job and a
+//!   restore from a bucket carry.
 //! - [`view`]: the fields of each child kind the operator caches and compares.
 
 pub(crate) mod backup;
+pub(crate) mod bucket;
 pub(crate) mod claim;
 pub(crate) mod meta;
 pub(crate) mod restore;

@@ -451,7 +451,7 @@ mod tests {
             db.spec.engine = engine;
             let mut deployment = workload::deployment(&db);
             if let Some(engine) = engine::of_database(&db) {
-                restore::with_restore(&mut deployment, engine, "orders-1");
+                restore::with_restore(&mut deployment, engine, &restore::Source::Claim("orders-1".into()));
             }
             let service = workload::service(&db);
             let claim = claim::claim(&db, None);

@@ -173,7 +173,7 @@ async fn ready_postgres(databases: &Api<Database>, name: &str) {
 
 fn restored_from(name: &str, engine: EngineKind, image: &str, backup: &str) -> Database {
     let mut db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(engine));
-    db.spec.restore_from = Some(Box::new(database_operator::api::RestoreFrom { backup: backup.into() }));
+    db.spec.restore_from = Some(Box::new(database_operator::api::RestoreFrom { backup: backup.into(), bucket: None }));
     db
 }
 
@@ -384,8 +384,11 @@ async fn a_database_that_is_down_has_one_waiting_scheduled_backup_not_one_per_ti
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
     let mut db =
         Database::new("orders", DatabaseSpec::new(Size::Small, images::MISSING).with_engine(EngineKind::Postgres));
-    db.spec.backup =
-        Some(Box::new(database_operator::api::BackupSchedule { schedule: "*/2 * * * * *".into(), keep: None }));
+    db.spec.backup = Some(Box::new(database_operator::api::BackupSchedule {
+        schedule: "*/2 * * * * *".into(),
+        keep: None,
+        bucket: None,
+    }));
     databases.create(&PostParams::default(), &db).await.unwrap();
     let first = wait_until("the first scheduled time", CONVERGE, || async {
         databases.get("orders").await.ok()?.status?.last_scheduled_backup
@@ -426,8 +429,11 @@ async fn a_scheduled_backup_the_cluster_refuses_is_reported_and_the_status_goes_
     let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
     let mut db =
         Database::new("orders", DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
-    db.spec.backup =
-        Some(Box::new(database_operator::api::BackupSchedule { schedule: "*/2 * * * * *".into(), keep: None }));
+    db.spec.backup = Some(Box::new(database_operator::api::BackupSchedule {
+        schedule: "*/2 * * * * *".into(),
+        keep: None,
+        bucket: None,
+    }));
     databases.create(&PostParams::default(), &db).await.unwrap();
     let (condition, status) = wait_until("the refused backup to be reported", CONVERGE, || async {
         let status = databases.get("orders").await.ok()?.status?;

@@ -459,7 +459,10 @@ pub(crate) struct Operator(CancellationToken);
 impl Operator {
     pub(crate) fn start(client: &Client, namespace: &str) -> Self {
         let cancel = CancellationToken::new();
-        let options = database_operator::operator::Options::new(Some(namespace.to_string()), 2);
+        let mut options = database_operator::operator::Options::new(Some(namespace.to_string()), 2);
+        // The operator's image (hack/test.sh's IMAGE, in the real node's containerd) uploads
+        // dumps to buckets.
+        options.backup_image = std::env::var("IMAGE").ok();
         tokio::spawn(database_operator::operator::run(client.clone(), options, cancel.clone()));
         Self(cancel)
     }

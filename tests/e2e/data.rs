@@ -192,7 +192,7 @@ async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restor
         assert_eq!(done.phase, Some(BackupPhase::Completed), "{name}: {:?}", done.message);
         let copy = format!("{name}-copy");
         let mut restored = Database::new(&copy, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
-        restored.spec.restore_from = Some(Box::new(RestoreFrom { backup: dump.clone() }));
+        restored.spec.restore_from = Some(Box::new(RestoreFrom { backup: dump.clone(), bucket: None }));
         databases.create(&PostParams::default(), &restored).await.unwrap();
         let status = ready(databases, &copy).await.status.unwrap();
         assert_eq!(status.restored_from.as_deref(), Some(dump.as_str()), "{name}");
@@ -216,7 +216,7 @@ async fn a_postgres_15_dump_restores_into_postgres_17_and_a_17_dump_is_refused_b
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
     let postgres = |name: &str, image: &str, from: Option<&str>| {
         let mut db = Database::new(name, DatabaseSpec::new(Size::Small, image).with_engine(EngineKind::Postgres));
-        db.spec.restore_from = from.map(|backup| Box::new(RestoreFrom { backup: backup.into() }));
+        db.spec.restore_from = from.map(|backup| Box::new(RestoreFrom { backup: backup.into(), bucket: None }));
         db
     };
     let backed_up = |database: &'static str, backup: &'static str| {
@@ -317,7 +317,7 @@ async fn a_redis_with_a_60_character_name_backs_up_on_schedule_restores_its_keys
     assert!(source.len() <= 63 && source.starts_with("sessions-xxx"), "{source}");
 
     let mut copy = Database::new("copy", DatabaseSpec::new(Size::Small, images::REDIS).with_engine(EngineKind::Redis));
-    copy.spec.restore_from = Some(Box::new(RestoreFrom { backup: source.clone() }));
+    copy.spec.restore_from = Some(Box::new(RestoreFrom { backup: source.clone(), bucket: None }));
     databases.create(&PostParams::default(), &copy).await.unwrap();
     let restored = ready(&databases, "copy").await;
     assert_eq!(restored.status.unwrap().restored_from.as_deref(), Some(source.as_str()));
@@ -441,7 +441,7 @@ async fn a_postgres_restore_that_loads_for_longer_than_the_liveness_budget_compl
     assert_eq!(done.phase, Some(BackupPhase::Completed), "{:?}", done.message);
 
     let mut copy = Database::new("copy", postgres());
-    copy.spec.restore_from = Some(Box::new(RestoreFrom { backup: "source-1".into() }));
+    copy.spec.restore_from = Some(Box::new(RestoreFrom { backup: "source-1".into(), bucket: None }));
     databases.create(&PostParams::default(), &copy).await.unwrap();
     // The pod that loads the dump (the one with the restore's init container, replaced by a
     // plain one once the restore is recorded), as last seen Ready: its restarts and when it

@@ -101,7 +101,7 @@ fn counting(engine: EngineKind) -> (&'static str, fn(u32) -> String) {
 async fn postgres(databases: &Api<Database>, name: &str, from: Option<&str>) -> Database {
     let mut db =
         Database::new(name, DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
-    db.spec.restore_from = from.map(|backup| Box::new(RestoreFrom { backup: backup.into() }));
+    db.spec.restore_from = from.map(|backup| Box::new(RestoreFrom { backup: backup.into(), bucket: None }));
     databases.create(&PostParams::default(), &db).await.unwrap();
     ready(databases, name).await
 }

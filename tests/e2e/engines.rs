@@ -211,7 +211,7 @@ async fn storage_grows_never_shrinks_and_a_retained_claim_is_taken_back_by_a_new
     // A new Database of the name restored from a backup would load into the old data (the
     // server finds a database and skips the load): refused, before it writes anything.
     let mut restoring = db.clone();
-    restoring.spec.restore_from = Some(Box::new(RestoreFrom { backup: "orders-1".into() }));
+    restoring.spec.restore_from = Some(Box::new(RestoreFrom { backup: "orders-1".into(), bucket: None }));
     f.databases.create(&PostParams::default(), &restoring).await.unwrap();
     let refused = wait_until("the restore onto the retained claim to be refused", CONVERGE, || async {
         let status = f.databases.get("orders").await.ok()?.status?;

@@ -5,6 +5,7 @@
 mod apf;
 mod backups;
 mod bad_input;
+mod buckets;
 mod common;
 mod data;
 mod data_faults;
