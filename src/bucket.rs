@@ -196,8 +196,8 @@ fn store(location: &Location) -> Result<AmazonS3, Error> {
         .with_no_system_certificates(true);
     let roots = match &location.ca_file {
         Some(ca) => {
-            let pem =
-                std::fs::read(ca).map_err(|e| Error::Refused(format!("reading the CA bundle {}: {e}", ca.display())))?;
+            let pem = std::fs::read(ca)
+                .map_err(|e| Error::Refused(format!("reading the CA bundle {}: {e}", ca.display())))?;
             Certificate::from_pem_bundle(&pem)
                 .map_err(|e| Error::Refused(format!("the CA bundle {} is not PEM: {e}", ca.display())))?
         }

@@ -4,7 +4,11 @@
 # DatabaseBackup is timed from its creation to Completed, and a new Database restored from it
 # from its creation to Ready (beside it, for scale, how long the empty Database took from its
 # creation to Ready: a restore's time includes such a first start); the copy's rows are
-# counted and summed to show it holds the data.
+# counted and summed to show it holds the data. The same again with the dump in an
+# S3-compatible bucket (hack/object-store.sh: SeaweedFS on this machine): the backup from its
+# creation to Completed, with its dump's and its upload's own times (the Job pod's two
+# containers), the compressed size, and the restore from the bucket from its creation to Ready,
+# with its fetch's own time.
 # docs/reliability.md quotes the table this prints.
 #
 # usage: hack/bench/rto.sh
@@ -15,6 +19,8 @@
 #                      the images of hack/engine-images.sh, and the CRDs)
 #   NAMESPACE=rto      the namespace of the Databases (made, and deleted at the end)
 #   TIMEOUT=3600       seconds any one step may take
+#   IMAGE              the operator's image, which uploads and fetches (default: hack/image.sh
+#                      builds it and imports it into the plane's real node)
 #
 # The data: rows of an id and 256 characters of random hex digits (about 330 bytes a row in
 # the table), so that the dump cannot compress them away. The operator runs as a process (the
@@ -36,11 +42,23 @@ if [ -z "${KUBECONFIG:-}" ]; then
 fi
 log "building the operator"
 cargo build -q --bin database-operator
+if [ -z "${IMAGE:-}" ]; then
+  log "building the operator's image (it uploads dumps to the bucket)"
+  IMAGE=$(hack/image.sh | tail -n 1)
+fi
+log "starting an object store"
+export STORE=rto
+hack/object-store.sh up
+on_exit "STORE=rto hack/object-store.sh down >/dev/null 2>&1"
+eval "$(hack/object-store.sh env)"
 target/debug/database-operator crd | kubectl apply --server-side -f - >/dev/null
 kubectl wait --for=condition=Established crd/databases.example.com crd/databasebackups.example.com --timeout=60s >/dev/null
 kubectl create namespace "$NAMESPACE" >/dev/null
 on_exit "kubectl delete namespace $NAMESPACE --wait=false >/dev/null 2>&1"
+kubectl create secret generic bucket-keys -n "$NAMESPACE" --from-file=access-key-id="$OBJECT_STORE_DIR/access-key-id" \
+  --from-file=secret-access-key="$OBJECT_STORE_DIR/secret-access-key" >/dev/null
 target/debug/database-operator --kubeconfig "$KUBECONFIG" --metrics-bind-address 0 --health-probe-bind-address 0 \
+  --backup-image "$IMAGE" \
   >"target/rto-operator.log" 2>&1 &
 operator=$!
 on_exit "kill $operator 2>/dev/null"
@@ -56,9 +74,11 @@ wait_for() {
   python3 -c "import time; print(f'{time.time() - $start:.1f}')"
 }
 
-database() { # NAME [BACKUP]
+bucket="{endpoint: '$OBJECT_STORE_ENDPOINT', name: $OBJECT_STORE_BUCKET, credentialsSecret: bucket-keys}"
+
+database() { # NAME [BACKUP [BUCKET]]
   local restore=
-  [ -z "${2:-}" ] || restore="restoreFrom: {backup: $2}"
+  [ -z "${2:-}" ] || restore="restoreFrom: {backup: $2${3:+, bucket: $3}}"
   kubectl apply -n "$NAMESPACE" --server-side -f - >/dev/null <<EOF
 apiVersion: example.com/v1
 kind: Database
@@ -76,7 +96,20 @@ sql() { # DATABASE SQL
   kubectl exec -n "$NAMESPACE" "deploy/$1" -c database -- psql -U app -d app -Atq -v ON_ERROR_STOP=1 -c "$2"
 }
 
+# The seconds container NAME of POD ran (init containers included).
+ran() { # POD CONTAINER
+  kubectl get -n "$NAMESPACE" "$1" -o json | python3 -c "
+import datetime, json, sys
+pod = json.load(sys.stdin)['status']
+for c in pod.get('initContainerStatuses', []) + pod.get('containerStatuses', []):
+    if c['name'] == '$2':
+        t = c['state']['terminated']
+        at = lambda s: datetime.datetime.fromisoformat(s.replace('Z', '+00:00'))
+        print(f\"{(at(t['finishedAt']) - at(t['startedAt'])).total_seconds():.0f}\")"
+}
+
 printf '| data MB | rows | empty Database: created to Ready s | written s | dump MB | backup s (created to Completed) | restore s (created to Ready) | rows and sum read back |\n|--:|--:|--:|--:|--:|--:|--:|---|\n' >target/rto.md
+printf '| data MB | dump s | upload s | backup s (created to Completed) | dump.gz MB | restore s (created to Ready) | fetch s | rows and sum read back |\n|--:|--:|--:|--:|--:|--:|--:|---|\n' >target/rto-bucket.md
 for mb in $SIZES; do
   name=pg-$mb
   rows=$((mb * 1024 * 1024 / 330))
@@ -110,6 +143,33 @@ EOF
   log "$name: restored in ${restore_s}s; the same count and sum"
   printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$rows" "$first_s" "$written" "$dump_mb" "$backup_s" "$restore_s" \
     "the same ($expected)" >>target/rto.md
-  kubectl delete -n "$NAMESPACE" "database/$name" "database/$name-copy" "databasebackup/$name-1" --wait=false >/dev/null
+  kubectl delete -n "$NAMESPACE" "database/$name-copy" "databasebackup/$name-1" --wait=false >/dev/null
+
+  log "$name: a backup to the bucket"
+  kubectl apply -n "$NAMESPACE" --server-side -f - >/dev/null <<EOF
+apiVersion: example.com/v1
+kind: DatabaseBackup
+metadata: {name: $name-s3}
+spec: {database: $name, bucket: $bucket}
+EOF
+  s3_s=$(wait_for "$name-s3 to complete" '{.status.phase}' Completed "databasebackup/$name-s3")
+  pod=$(kubectl get pod -n "$NAMESPACE" -l "batch.kubernetes.io/job-name=$name-s3" -o name | head -n 1)
+  dump_s=$(ran "$pod" dump)
+  upload_s=$(ran "$pod" upload)
+  gz_mb=$(kubectl get -n "$NAMESPACE" "databasebackup/$name-s3" -o 'jsonpath={.status.size}' | python3 -c "import sys; print(round(int(sys.stdin.read()) / 1048576))")
+  log "$name: in the bucket in ${s3_s}s (dump ${dump_s}s, upload ${upload_s}s), $gz_mb MB compressed"
+  kubectl delete -n "$NAMESPACE" "database/$name" --wait=true >/dev/null
+  database "$name-s3copy" "$name-s3" "$bucket"
+  s3_restore_s=$(wait_for "$name-s3copy to be Ready" '{.status.phase}' Ready "database/$name-s3copy")
+  pod=$(kubectl get pod -n "$NAMESPACE" -l "app=$name-s3copy" -o name | head -n 1)
+  fetch_s=$(ran "$pod" fetch)
+  got=$(sql "$name-s3copy" "select count(*) || ' ' || sum(hashtext(payload)::bigint) from items")
+  [ "$got" = "$expected" ] || die "$name-s3copy holds '$got', not '$expected'"
+  log "$name: restored from the bucket in ${s3_restore_s}s (fetch ${fetch_s}s); the same count and sum"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$dump_s" "$upload_s" "$s3_s" "$gz_mb" "$s3_restore_s" \
+    "$fetch_s" "the same" >>target/rto-bucket.md
+  kubectl delete -n "$NAMESPACE" "database/$name-s3copy" "databasebackup/$name-s3" --wait=false >/dev/null
 done
 cat target/rto.md
+echo
+cat target/rto-bucket.md

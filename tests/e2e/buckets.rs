@@ -251,6 +251,7 @@ async fn a_backup_with_a_wrong_key_or_to_a_missing_bucket_fails_with_the_servers
         let status = finished(&backups, name).await.status.unwrap();
         assert_eq!(status.phase, Some(BackupPhase::Failed), "{name}: {:?}", status.message);
         let message = status.message.unwrap_or_default();
+        println!("[figure] {name}: {message}");
         assert!(message.contains(reason), "{name}: {message}");
         assert!(
             !message.contains(&store.file("secret-access-key")) && !message.contains("a-wrong-secret"),
@@ -282,6 +283,7 @@ async fn a_backup_whose_server_goes_away_during_the_upload_fails_and_leaves_noth
     assert_eq!(status.phase, Some(BackupPhase::Failed), "{:?}", status.message);
     assert!(proxy.forwarded() >= 2 << 20, "the upload had begun: {} bytes forwarded", proxy.forwarded());
     let message = status.message.unwrap_or_default();
+    println!("[figure] cut after {} bytes: {message}", proxy.forwarded());
     assert!(message.contains("the upload failed") && message.to_lowercase().contains("connect"), "{message}");
     assert_eq!(store.list("backups", &ns.name).await, [], "nothing partial is listed");
 }
