@@ -9,9 +9,9 @@
 #   STORE     run several side by side (default: default)
 #   BUCKET    the bucket `up` creates (default: backups)
 #   TLS       1: serve https, with a certificate of a CA of its own (default: 0, plain http)
-#   ADDRESS   where it listens (default: the host's end of the real node's link of plane
-#             $PLANE, NODE_HOST_ADDRESS in `hack/control-plane.sh env`, where the node's pods
-#             reach it; else 127.0.0.1)
+#   ADDRESS   where it listens (default: the host's end of the real node's link, where the
+#             node's pods reach it: NODE_HOST_ADDRESS, which `hack/control-plane.sh env`
+#             exports, else that of plane $PLANE; else 127.0.0.1)
 #
 # `env` prints OBJECT_STORE_ENDPOINT (http(s)://ADDRESS:PORT), OBJECT_STORE_BUCKET and
 # OBJECT_STORE_DIR, which holds the keys as files (access-key-id, secret-access-key: `kubectl
@@ -42,7 +42,7 @@ cmd_up() {
     log "object store '$store' is running: $(cat "$dir/endpoint")"
     return
   fi
-  local address=${ADDRESS:-}
+  local address=${ADDRESS:-${NODE_HOST_ADDRESS:-}}
   if [ -z "$address" ]; then
     address=$( (hack/control-plane.sh env 2>/dev/null || true) | sed -n 's/^export NODE_HOST_ADDRESS=//p')
     address=${address:-127.0.0.1}

@@ -434,6 +434,33 @@ pub(crate) fn backups_of(backups: Store<DatabaseBackup>) -> impl Fn(&Database) -
 mod tests {
     use super::*;
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus};
+
+    /// A pod whose container `name` ended at second `at` with `message`.
+    fn ended(name: &str, at: i64, message: &str) -> Pod {
+        let terminated = ContainerStateTerminated {
+            finished_at: Some(Time(Timestamp::from_second(at).unwrap())),
+            message: Some(format!("{message}\n")),
+            ..Default::default()
+        };
+        let status = ContainerStatus {
+            name: name.into(),
+            state: Some(ContainerState { terminated: Some(terminated), ..Default::default() }),
+            ..Default::default()
+        };
+        Pod {
+            status: Some(PodStatus { container_statuses: Some(vec![status]), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_upload_s_last_words_are_those_of_its_latest_attempt() {
+        let pods =
+            [ended("upload", 20, "connection refused"), ended("upload", 30, "NoSuchBucket"), ended("dump", 40, "x")];
+        assert_eq!(last_words(&pods, "upload").as_deref(), Some("NoSuchBucket"));
+        assert_eq!(last_words(&pods[..0], "upload"), None, "no pod");
+    }
 
     fn job(status: JobStatus) -> Job {
         Job { status: Some(status), ..Default::default() }

@@ -343,6 +343,36 @@ mod tests {
     }
 
     #[test]
+    fn a_backup_in_a_bucket_restores_from_it_also_when_its_databasebackup_is_elsewhere() {
+        let bucket =
+            crate::api::Bucket { name: "backups".into(), prefix: Some("old-shop".into()), ..Default::default() };
+        let mut db = restoring("uid-2");
+        db.spec.restore_from.as_mut().unwrap().bucket = Some(bucket.clone());
+        let none = Store::<PersistentVolumeClaimView>::new();
+        // No DatabaseBackup here (its namespace is gone): the bucket, at prefix/backup.
+        let from_bucket = |image: &str| Restore::From {
+            backup: "nightly".into(),
+            source: Source::Bucket {
+                stored: Stored { bucket: bucket.clone(), folder: "old-shop/nightly".into() },
+                tools_image: image.into(),
+            },
+        };
+        assert_eq!(restore(&db, &Store::new(), &none, Some("operator:1")), from_bucket("operator:1"));
+        assert!(matches!(
+            restore(&db, &Store::new(), &none, None),
+            Restore::Impossible { reason: "NoBackupImage", .. }
+        ));
+        // A Completed DatabaseBackup in the namespace that went to a bucket restores from it.
+        let mut completed = (*completed().get("shop/nightly").unwrap()).clone();
+        completed.spec.bucket = Some(bucket.clone());
+        db.spec.restore_from.as_mut().unwrap().bucket = None;
+        assert_eq!(
+            restore(&db, &Store::from_objects([completed]), &none, Some("operator:1")),
+            from_bucket("operator:1")
+        );
+    }
+
+    #[test]
     fn a_database_restored_already_is_not_refused_for_its_own_claim() {
         let mut db = restoring("uid-2");
         db.status = Some(crate::api::DatabaseStatus { restored_from: Some("nightly".into()), ..Default::default() });

@@ -280,6 +280,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_bucket_job_dumps_first_uploads_with_the_operator_s_image_and_fails_at_once_on_a_refusal() {
+        let db =
+            Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
+        let bucket = crate::api::Bucket {
+            endpoint: "https://s3.example".into(),
+            name: "backups".into(),
+            credentials_secret: "keys".into(),
+            ..Default::default()
+        };
+        let stored = Stored { bucket, folder: "shop/nightly".into() };
+        let pg = engine::of(EngineKind::Postgres);
+        let job = bucket_job(&backup("uid-1", None), &stored, &db, pg, "postgres:17", "operator:1");
+        let spec = job.spec.unwrap();
+        let pod = spec.template.spec.unwrap();
+        let dump = &pod.init_containers.as_ref().unwrap()[0];
+        assert_eq!((dump.name.as_str(), dump.image.as_deref()), (DUMP_CONTAINER, Some("postgres:17")));
+        let upload = &pod.containers[0];
+        assert_eq!((upload.name.as_str(), upload.image.as_deref()), (UPLOAD_CONTAINER, Some("operator:1")));
+        let volumes = pod.volumes.unwrap();
+        assert!(volumes.iter().all(|v| v.persistent_volume_claim.is_none()), "no claim: {volumes:?}");
+        assert!(volumes[0].empty_dir.is_some());
+        let rule = &spec.pod_failure_policy.unwrap().rules[0];
+        assert_eq!(rule.action, "FailJob");
+        assert_eq!(rule.on_exit_codes.as_ref().unwrap().values, [i32::from(crate::bucket::EXIT_REFUSED)]);
+    }
+
+    #[test]
     fn a_backup_claim_names_the_engine_dumped_for_every_engine() {
         for kind in EngineKind::ALL {
             assert_eq!(dumped_engine(&cached_claim("uid-1", None, kind, "image:1")), Some(kind));

@@ -346,3 +346,38 @@ impl CuttingProxy {
         self.forwarded.load(Ordering::SeqCst)
     }
 }
+
+#[tokio::test]
+async fn the_crd_refuses_a_bucket_it_cannot_use_naming_the_rule() {
+    use kube_client::api::{ApiResource, DynamicObject};
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, "bucket-rules").await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns.name, &ApiResource::erase::<DatabaseBackup>(&()));
+    let bucket = |changes: serde_json::Value| {
+        let mut bucket =
+            serde_json::json!({"endpoint": "https://s3.example.com", "name": "backups", "credentialsSecret": "keys"});
+        bucket.as_object_mut().unwrap().extend(changes.as_object().unwrap().clone());
+        bucket
+    };
+    for (spec, rule) in [
+        (
+            serde_json::json!({"database": "orders", "storage": {"size": "1Gi"}, "bucket": bucket(serde_json::json!({}))}),
+            "spec.storage and spec.bucket are two places for the dump: set one",
+        ),
+        (
+            serde_json::json!({"database": "orders", "bucket": bucket(serde_json::json!({"endpoint": "s3.example.com"}))}),
+            "endpoint must be an http:// or https:// URL",
+        ),
+        (
+            serde_json::json!({"database": "orders", "bucket": bucket(serde_json::json!({"prefix": "shop/"}))}),
+            "prefix is a folder such as team/shop",
+        ),
+    ] {
+        let body = serde_json::json!({"apiVersion": "example.com/v1", "kind": "DatabaseBackup", "metadata": {"name": "bad"}, "spec": spec});
+        let err =
+            api.create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.expect_err("refused");
+        assert!(err.to_string().contains(rule), "{spec}: {err}");
+    }
+}
