@@ -66,6 +66,19 @@ images:
 - name: ${base_image%:*}
   newName: $repository
   digest: $digest
+# BACKUP_IMAGE is the manager's own image: copied again once the image is pinned (as
+# manifests/kustomization.yaml copies it; an env value is not an image to the images field).
+replacements:
+- source:
+    kind: Deployment
+    name: database-operator-controller-manager
+    fieldPath: spec.template.spec.containers.[name=manager].image
+  targets:
+  - select:
+      kind: Deployment
+      name: database-operator-controller-manager
+    fieldPaths:
+    - spec.template.spec.containers.[name=manager].env.[name=BACKUP_IMAGE].value
 EOF
 # The render split in two: the CRDs, and everything else.
 kubectl kustomize "$overlay" | python3 -c '
@@ -85,6 +98,7 @@ with open(install_path, "w") as out:
     out.write("---\n".join(rest))
 ' "$version" "$dist/crds.yaml" "$dist/install.yaml"
 grep -q "image: $repository@$digest" "$dist/install.yaml" || die "install.yaml does not pin $repository@$digest"
+grep -q "value: $repository@$digest" "$dist/install.yaml" || die "install.yaml does not give BACKUP_IMAGE as $repository@$digest"
 grep -q "^kind: CustomResourceDefinition" "$dist/install.yaml" && die "install.yaml holds a CRD"
 
 log "packaging the chart"
