@@ -50,7 +50,7 @@ use crate::resources::view::PersistentVolumeClaimView;
 
 /// A failed reconcile; retried with backoff, or when the server said ([`ReconcileError`]).
 #[derive(Debug, thiserror::Error)]
-#[error("writing {what} failed: {source}")]
+#[error("{what} failed: {source}")]
 pub(crate) struct Error {
     what: String,
     #[source]
@@ -121,10 +121,10 @@ impl BackupReconciler {
                     _ => report.warning("Failed", note),
                 }
             }
-            self.writer
-                .apply_status(backup, &status)
-                .await
-                .map_err(|source| Error { what: format!("status of DatabaseBackup {}", key_of(backup)), source })?;
+            self.writer.apply_status(backup, &status).await.map_err(|source| Error {
+                what: format!("writing status of DatabaseBackup {}", key_of(backup)),
+                source,
+            })?;
             info!(phase = ?status.phase, "wrote status");
         }
         Ok(Action::Done)
@@ -279,7 +279,7 @@ impl BackupReconciler {
         let pods = api
             .list(&ListParams::default().labels(&selector))
             .await
-            .map_err(|source| Error { what: format!("reading the pods of Job {}", key_of(job)), source })?;
+            .map_err(|source| Error { what: format!("listing the pods of Job {}", key_of(job)), source })?;
         let words = last_words(&pods.items, backup::UPLOAD_CONTAINER);
         let at = status.completion_time.clone();
         match (status.phase, words.as_deref().map(serde_json::from_str::<Receipt>)) {
@@ -327,7 +327,7 @@ impl BackupReconciler {
                 Ok(true)
             }
             Ok(Created::Existed(meta)) => Ok(backup::is_backup_child(&meta, backup)),
-            Err(source) => Err(Error { what: format!("{kind} {}", key_of(child)), source }),
+            Err(source) => Err(Error { what: format!("writing {kind} {}", key_of(child)), source }),
         }
     }
 }
