@@ -73,6 +73,14 @@ pub struct BackupSpec {
     /// leaves the bucket's copy (the bucket's own lifecycle rules expire it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<Bucket>,
+
+    /// Whether to prove the backup once it Completes: the operator restores it into a
+    /// throwaway Database (named after the backup, with "-verify"), counts its rows or keys
+    /// with the engine's own client, checks the count against the one the dump recorded,
+    /// deletes the throwaway and records the outcome in status.verified. A failed verification
+    /// is a Warning event and the condition BackupVerified=False on the Database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<bool>,
 }
 
 /// The claim that keeps a dump.
@@ -143,6 +151,16 @@ pub struct BackupStatus {
     #[schemars(length(max = 64))]
     pub sha256: Option<String>,
 
+    /// The rows (postgres, MySQL, MariaDB) or keys (redis) in the dump, counted by the dump
+    /// itself once it was whole: what a verification expects to find restored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+
+    /// The outcome of the verification (spec.verify): the backup restored into a throwaway
+    /// Database and its data counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified: Option<Verification>,
+
     /// When the dump started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
@@ -161,6 +179,56 @@ pub struct BackupStatus {
     #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "::operator_runtime::informer::view::exact")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The outcome of a backup's verification.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
+pub struct Verification {
+    /// Passed or Failed, once the verification is over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<VerificationResult>,
+
+    /// When the throwaway Database was created.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+
+    /// When the verification ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+
+    /// How long the restore took, in seconds: from the throwaway Database's creation to its
+    /// Ready, the dump loaded. The measured recovery time of this backup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restore_seconds: Option<i64>,
+
+    /// The rows or keys counted in the restored throwaway.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+
+    /// What the verification found, in words for a kubectl user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32768))]
+    pub message: Option<String>,
+}
+
+/// The outcome of a verification. One of:
+/// - Passed: the backup restored, its server became Ready and it holds the count the dump
+///   recorded.
+/// - Failed: it did not; the message says why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum VerificationResult {
+    /// The backup restored and holds the count the dump recorded.
+    Passed,
+    /// The restore or the count failed.
+    Failed,
+}
+
+impl fmt::Display for VerificationResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
 }
 
 /// Where a backup stands. One of:
@@ -195,5 +263,5 @@ impl fmt::Display for BackupPhase {
 
 /// A new backup of `database`, named `name`.
 pub fn backup(name: &str, database: &str) -> DatabaseBackup {
-    DatabaseBackup::new(name, BackupSpec { database: database.to_string(), storage: None, bucket: None })
+    DatabaseBackup::new(name, BackupSpec { database: database.to_string(), storage: None, bucket: None, verify: None })
 }

@@ -34,6 +34,11 @@ pub struct BackupSchedule {
     /// the DatabaseBackup's spec.bucket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<Bucket>,
+
+    /// Whether to verify each scheduled backup once it Completes (see the DatabaseBackup's
+    /// spec.verify).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<bool>,
 }
 
 /// The backup a new Database is restored from.

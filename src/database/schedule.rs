@@ -181,6 +181,7 @@ pub(crate) fn scheduled_backup(db: &Database, at: &Time) -> DatabaseBackup {
     let mut backup = crate::api::backup(&derived_name(name, &stamp), name);
     backup.metadata.namespace = db.metadata.namespace.clone();
     backup.spec.bucket = db.spec.backup.as_ref().and_then(|schedule| schedule.bucket.clone());
+    backup.spec.verify = db.spec.backup.as_ref().and_then(|schedule| schedule.verify);
     let uid = db.metadata.uid.clone().unwrap_or_default();
     backup.metadata.labels =
         Some([(SCHEDULED_LABEL.to_string(), name.to_string()), (DATABASE_UID_LABEL.to_string(), uid)].into());
@@ -240,7 +241,7 @@ mod tests {
     fn database(schedule: &str, last: Option<i64>) -> Database {
         let mut db =
             Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
-        db.spec.backup = Some(Box::new(BackupSchedule { schedule: schedule.into(), keep: Some(2), bucket: None }));
+        db.spec.backup = Some(Box::new(BackupSchedule { schedule: schedule.into(), keep: Some(2), bucket: None, verify: None }));
         db.metadata.creation_timestamp = Some(at(0));
         db.status = Some(DatabaseStatus { last_scheduled_backup: last.map(at), ..Default::default() });
         db

@@ -388,6 +388,7 @@ async fn a_database_that_is_down_has_one_waiting_scheduled_backup_not_one_per_ti
         schedule: "*/2 * * * * *".into(),
         keep: None,
         bucket: None,
+        verify: None,
     }));
     databases.create(&PostParams::default(), &db).await.unwrap();
     let first = wait_until("the first scheduled time", CONVERGE, || async {
@@ -433,6 +434,7 @@ async fn a_scheduled_backup_the_cluster_refuses_is_reported_and_the_status_goes_
         schedule: "*/2 * * * * *".into(),
         keep: None,
         bucket: None,
+        verify: None,
     }));
     databases.create(&PostParams::default(), &db).await.unwrap();
     let (condition, status) = wait_until("the refused backup to be reported", CONVERGE, || async {
