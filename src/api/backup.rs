@@ -47,6 +47,12 @@ use super::{Bucket, EngineKind, ReclaimPolicy};
         json_path = ".status.completionTime",
         description = "When the dump completed."
     ),
+    printcolumn(
+        name = "VERIFIED",
+        type_ = "string",
+        json_path = ".status.verified.result",
+        description = "Passed or Failed: whether the backup restored whole into a throwaway Database (spec.verify)."
+    ),
     printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp"),
     crates(kube_core = "::kube_core")
 )]

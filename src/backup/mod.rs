@@ -12,5 +12,6 @@
 //! reads them from the same shared cache.
 
 mod reconcile;
+mod verify;
 
 pub(crate) use reconcile::{BackupReconciler, Stores, backups_of};

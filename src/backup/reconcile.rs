@@ -24,24 +24,24 @@
 //! A Database without an engine cannot be dumped: the backup fails at once and says so.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube_client::Api;
-use kube_client::api::ListParams;
 use kube_core::ObjectMeta;
 use kube_core::ResourceExt;
 use operator_runtime::conditions::{self, State};
 use operator_runtime::controller::{Action, ReconcileError, Reconciler};
 use operator_runtime::events::{Recorder, Report};
 use operator_runtime::informer::{Store, key_of};
-use operator_runtime::write::{Created, Object, Writer, Wrote};
+use operator_runtime::write::{Created, Object, Statuses, Writer, Wrote};
 use tracing::{debug, info};
 
 use crate::api::{BackupPhase, BackupStatus, Bucket, Database, DatabaseBackup, Phase, index};
+use super::verify;
 use crate::bucket::Receipt;
 use crate::engine;
 use crate::resources::backup;
@@ -55,6 +55,12 @@ pub(crate) struct Error {
     what: String,
     #[source]
     source: kube_client::Error,
+}
+
+impl Error {
+    pub(super) fn new(what: String, source: kube_client::Error) -> Self {
+        Self { what, source }
+    }
 }
 
 impl ReconcileError for Error {
@@ -79,11 +85,14 @@ pub(crate) struct Stores {
 /// The DatabaseBackup reconciler.
 #[derive(Clone)]
 pub(crate) struct BackupReconciler {
-    writer: Writer,
-    stores: Stores,
+    pub(super) writer: Writer,
+    pub(super) stores: Stores,
     recorder: Recorder,
     /// The operator's own image, which moves dumps to buckets (`--backup-image`).
     tools_image: Option<String>,
+    /// The statuses written that the cache may not show yet: a reconcile right after a write
+    /// (the verification's deletes bring one) must not act on the status from before it.
+    statuses: Statuses<BackupStatus>,
 }
 
 impl Debug for BackupReconciler {
@@ -95,7 +104,7 @@ impl Debug for BackupReconciler {
 impl BackupReconciler {
     /// A reconciler reading `stores` and writing through `writer`.
     pub(crate) fn new(writer: Writer, stores: Stores, recorder: Recorder, tools_image: Option<String>) -> Self {
-        Self { writer, stores, recorder, tools_image }
+        Self { writer, stores, recorder, tools_image, statuses: Statuses::default() }
     }
 
     /// One pass; the events it collected are published at the end, also when it failed.
@@ -108,11 +117,16 @@ impl BackupReconciler {
 
     async fn run(&self, backup: &DatabaseBackup, report: &mut Report) -> Result<Action, Error> {
         let previous = backup.status.clone().unwrap_or_default();
-        if previous.phase.is_some_and(BackupPhase::is_finished) {
-            return Ok(Action::Done);
-        }
         let mut status = previous.clone();
-        self.progress(backup, &mut status, report).await?;
+        let mut action = Action::Done;
+        if verify::pending(backup, &previous) {
+            // Once the Completed status is written: the throwaway restores from it.
+            action = self.verify(backup, &mut status, report).await?;
+        } else if previous.phase.is_some_and(BackupPhase::is_finished) {
+            return Ok(Action::Done);
+        } else {
+            self.progress(backup, &mut status, report).await?;
+        }
         if status != previous {
             if let Some(phase) = status.phase.filter(|p| p.is_finished() && Some(*p) != previous.phase) {
                 let note = status.message.clone().unwrap_or_else(|| format!("the backup {phase}"));
@@ -121,13 +135,17 @@ impl BackupReconciler {
                     _ => report.warning("Failed", note),
                 }
             }
-            self.writer.apply_status(backup, &status).await.map_err(|source| Error {
-                what: format!("writing status of DatabaseBackup {}", key_of(backup)),
-                source,
-            })?;
+            let key = key_of(backup);
+            let stored = self
+                .writer
+                .apply_status(backup, &status)
+                .await
+                .map_err(|source| Error { what: format!("writing status of DatabaseBackup {key}"), source })?;
+            let read = backup.metadata.resource_version.as_deref();
+            self.statuses.wrote(&key, read, &status, stored.metadata.resource_version.as_deref());
             info!(phase = ?status.phase, "wrote status");
         }
-        Ok(Action::Done)
+        Ok(action)
     }
 
     /// Where the backup stands: waiting for its Database, failed for want of an engine, or
@@ -161,7 +179,8 @@ impl BackupReconciler {
             Some(job) if !ours(&job.metadata) => foreign(status, "Job", backup),
             Some(job) => {
                 self.follow(backup, db.as_deref(), &job, status);
-                if backup.spec.bucket.is_some() && status.phase.is_some_and(BackupPhase::is_finished) {
+                let completed = status.phase == Some(BackupPhase::Completed);
+                if completed || (backup.spec.bucket.is_some() && status.phase.is_some_and(BackupPhase::is_finished)) {
                     self.receive(backup, &job, status).await?;
                 }
             }
@@ -268,19 +287,20 @@ impl BackupReconciler {
         Ok(())
     }
 
-    /// What the upload of `backup`'s finished Job said, from its pods: its receipt (where the
-    /// dump is, its size, its checksum) once Completed, which a completed backup in a bucket
-    /// must have; its error once Failed (a wrong key, a missing bucket, a server away), in
-    /// place of the Job's own words, which say only that a container failed.
+    /// What `backup`'s finished Job said, from its pods: the dump's count of its rows or keys
+    /// once Completed; for a bucket, the upload's receipt (where the dump is, its size, its
+    /// checksum) once Completed, which a completed backup in a bucket must have, and its error
+    /// once Failed (a wrong key, a missing bucket, a server away), in place of the Job's own
+    /// words, which say only that a container failed.
     async fn receive(&self, backup: &DatabaseBackup, job: &Job, status: &mut BackupStatus) -> Result<(), Error> {
-        let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.writer.client().clone(), namespace);
-        let selector = format!("batch.kubernetes.io/job-name={}", job.metadata.name.as_deref().unwrap_or_default());
-        let pods = api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|source| Error { what: format!("listing the pods of Job {}", key_of(job)), source })?;
-        let words = last_words(&pods.items, backup::UPLOAD_CONTAINER);
+        let pods = self.pods_of(job).await?;
+        if status.phase == Some(BackupPhase::Completed) {
+            status.count = last_words(&pods, backup::DUMP_CONTAINER).and_then(|words| words.parse().ok());
+        }
+        if backup.spec.bucket.is_none() {
+            return Ok(());
+        }
+        let words = last_words(&pods, backup::UPLOAD_CONTAINER);
         let at = status.completion_time.clone();
         match (status.phase, words.as_deref().map(serde_json::from_str::<Receipt>)) {
             (Some(BackupPhase::Completed), Some(Ok(receipt))) => {
@@ -360,12 +380,14 @@ fn finish(status: &mut BackupStatus, phase: BackupPhase, reason: &str, message: 
     status.conditions = vec![conditions::condition(&[], type_, State::yes(reason, message), None, &now)];
 }
 
-/// The termination message of `container` in the pod of `pods` where it ended last.
-fn last_words(pods: &[Pod], container: &str) -> Option<String> {
+/// The termination message of `container` (or init container) in the pod of `pods` where it
+/// ended last.
+pub(super) fn last_words(pods: &[Pod], container: &str) -> Option<String> {
     pods.iter()
         .filter_map(|pod| {
-            let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
-            let ended = statuses.iter().find(|s| s.name == container)?.state.as_ref()?.terminated.as_ref()?;
+            let status = pod.status.as_ref()?;
+            let mut statuses = status.container_statuses.iter().flatten().chain(status.init_container_statuses.iter().flatten());
+            let ended = statuses.find(|s| s.name == container)?.state.as_ref()?.terminated.as_ref()?;
             Some((ended.finished_at.clone(), ended.message.clone()?))
         })
         .max_by(|a, b| a.0.cmp(&b.0))
@@ -407,12 +429,18 @@ impl Reconciler for BackupReconciler {
 
     async fn reconcile(&self, key: &str) -> Result<Action, Error> {
         let Some(backup) = self.stores.backups.get(key) else {
+            self.statuses.forget(key);
             debug!("DatabaseBackup is gone; nothing to do");
             return Ok(Action::Done);
         };
         if backup.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
         }
+        // A status this process wrote and the cache has not shown yet is the current one.
+        let backup = match self.statuses.catch_up(key, backup.metadata.resource_version.as_deref()) {
+            Some(status) => Arc::new(DatabaseBackup { status: Some(status), ..DatabaseBackup::clone(&backup) }),
+            None => backup,
+        };
         self.reconcile_backup(&backup).await
     }
 }

@@ -15,6 +15,7 @@
 //! - [`pods`]: why a Database's pod does not run, in the pod's words.
 //! - [`restore`]: where a restore stands.
 //! - [`schedule`]: backups on a schedule and before an upgrade.
+//! - [`verification`]: the condition that says whether its latest verified backup restored.
 
 mod children;
 mod pods;
@@ -23,6 +24,7 @@ pub(crate) mod restore;
 mod schedule;
 pub(crate) mod status;
 pub(crate) mod upgrade;
+mod verification;
 
 pub(crate) use reconcile::now;
 pub(crate) use reconcile::{DatabaseReconciler, Stores};

@@ -96,6 +96,14 @@ pub(crate) trait Engine: Send + Sync {
     /// `/docker-entrypoint-initdb.d`, the official images' initialisation directory, or the
     /// data directory).
     fn restore_script(&self) -> String;
+    /// A shell script, run in the engine's own image right after [`Engine::dump_script`], that
+    /// prints the rows (keys without an expiry, for redis) in `/backup/dump`, read from the
+    /// dump itself: what a restore of it must hold, which a verification checks.
+    fn dump_count_script(&self) -> String;
+    /// A shell script, run in the engine's own image with [`Engine::client_env`], that prints
+    /// the rows (keys without an expiry) of the database served at `$DATABASE_HOST`, counted
+    /// as [`Engine::dump_count_script`] counts them in a dump.
+    fn count_script(&self) -> String;
     /// The major version an image tag names ("17" of "17.2-alpine"), when it names one: a
     /// server of another major version cannot read this one's data directory.
     fn major_version(&self, tag: &str) -> Option<String> {

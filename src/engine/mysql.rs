@@ -25,6 +25,8 @@ pub(super) struct MysqlFamily {
     probe: &'static [&'static str],
     /// The logical dump tool: `mysqldump` or `mariadb-dump`.
     dump_tool: &'static str,
+    /// The command-line client: `mysql` or `mariadb`.
+    client: &'static str,
 }
 
 /// The official mysql image. `mysqladmin ping` exits 0 whenever the server answers, even
@@ -34,6 +36,7 @@ pub(super) const MYSQL: MysqlFamily = MysqlFamily {
     env_prefix: "MYSQL",
     probe: &["mysqladmin", "ping", "--host=127.0.0.1", "--port=3306", "--silent"],
     dump_tool: "mysqldump",
+    client: "mysql",
 };
 
 /// The official mariadb image, whose healthcheck checks that the server accepts connections
@@ -43,6 +46,7 @@ pub(super) const MARIADB: MysqlFamily = MysqlFamily {
     env_prefix: "MARIADB",
     probe: &["healthcheck.sh", "--connect", "--innodb_initialized"],
     dump_tool: "mariadb-dump",
+    client: "mariadb",
 };
 
 impl Engine for MysqlFamily {
@@ -108,8 +112,34 @@ impl Engine for MysqlFamily {
         )
     }
 
+    // The rows of the dump's INSERT statements (several rows each): the parenthesised tuples
+    // after VALUES once every quoted string, where a parenthesis is data, is taken out (the
+    // dump tool escapes a quote in a string with a backslash).
+    fn dump_count_script(&self) -> String {
+        COUNT_DUMP.into()
+    }
+
+    // Every base table's COUNT(*), summed in one query that a first query writes.
+    fn count_script(&self) -> String {
+        let client = format!(
+            "{} --host=\"$DATABASE_HOST\" --port=3306 --user=\"$DATABASE_USER\" --batch --skip-column-names app",
+            self.client
+        );
+        format!("query=$({client} --execute=\"{COUNT_QUERY}\") && {client} --execute=\"$query\"")
+    }
+
     // The image runs the initdb .sql files at its first start, into <PREFIX>_DATABASE.
     fn restore_script(&self) -> String {
         "cp /backup/dump /docker-entrypoint-initdb.d/restore.sql".into()
     }
 }
+
+/// Counts the rows of the INSERT statements of `/backup/dump`.
+const COUNT_DUMP: &str = r#"awk '/^INSERT INTO / { gsub(/\047([^\047\\]|\\.)*\047/, ""); n += gsub(/\(/, "") } END { print n + 0 }' /backup/dump"#;
+
+/// The query that writes the query summing every base table's rows (CHAR(96) is the backquote
+/// that quotes a name, doubled inside one).
+const COUNT_QUERY: &str = "SET SESSION group_concat_max_len = 1048576; SELECT CONCAT('SELECT 0', \
+    COALESCE(GROUP_CONCAT(CONCAT(' + (SELECT COUNT(*) FROM ', CHAR(96), REPLACE(table_name, CHAR(96), \
+    CONCAT(CHAR(96), CHAR(96))), CHAR(96), ')') SEPARATOR ''), '')) FROM information_schema.tables \
+    WHERE table_schema = 'app' AND table_type = 'BASE TABLE'";

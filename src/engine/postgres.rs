@@ -77,6 +77,18 @@ impl Engine for Postgres {
             .into()
     }
 
+    // The rows of the archive's data: the lines between each table's `COPY ... FROM stdin;` and
+    // its `\.` (COPY's text format escapes a newline in a value, so a row is a line).
+    fn dump_count_script(&self) -> String {
+        COUNT_DUMP.into()
+    }
+
+    // Every ordinary table's own rows (ONLY: a partition's are its own, not its parent's too),
+    // as the dump holds them: each table once, its count exact.
+    fn count_script(&self) -> String {
+        COUNT.into()
+    }
+
     // The image runs the initdb scripts at its first start, with the server listening on its
     // socket only: nothing is served before the restore is done. The objects are the
     // application user's, as if it had made them.
@@ -87,6 +99,13 @@ impl Engine for Postgres {
             .into()
     }
 }
+
+/// Counts the rows of `/backup/dump`'s tables.
+const COUNT_DUMP: &str =
+    r"pg_restore --data-only --file=- /backup/dump | awk '/^COPY .* FROM stdin;$/ { rows = 1; next } /^\\\.$/ { rows = 0; next } rows { n++ } END { print n + 0 }'";
+
+/// Counts the rows of the tables of database `app` at `$DATABASE_HOST`.
+const COUNT: &str = r#"psql --host="$DATABASE_HOST" --port=5432 --dbname=app --no-psqlrc --tuples-only --no-align --set=ON_ERROR_STOP=1 --command="SELECT coalesce(sum((xpath('/row/c/text()', query_to_xml(format('SELECT count(*) AS c FROM ONLY %I.%I', n.nspname, c.relname), false, true, '')))[1]::text::bigint), 0) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'""#;
 
 /// The first start's script (sourced by the image's entrypoint, with the temporary server on
 /// the socket): the application's user, a login role that owns the database. The SQL goes

@@ -70,6 +70,18 @@ impl Engine for Redis {
             .into()
     }
 
+    // The dump's own check counts its keys and, apart, those with an expiry; a key with one may
+    // be gone by the time a restore is counted, so only the others are counted.
+    fn dump_count_script(&self) -> String {
+        r"redis-check-rdb /backup/dump | awk '/\[info\] [0-9]+ keys read/ { keys = $2 } /\[info\] [0-9]+ expires/ { volatile = $2 } END { print keys - volatile }'".into()
+    }
+
+    // INFO's keyspace section: `db0:keys=N,expires=M,...` for each database that has keys;
+    // nothing printed without the section's title (an error, a refused password).
+    fn count_script(&self) -> String {
+        r#"redis-cli -h "$DATABASE_HOST" -p 6379 info keyspace | awk -F '[:=,]' '/^# Keyspace/ { seen = 1 } /^db[0-9]+:/ { n += $3 - $5 } END { if (seen) print n + 0 }'"#.into()
+    }
+
     // The dump becomes the base file of the append-only directory, readied aside and renamed:
     // a restore cut short leaves no directory the server would load as complete.
     fn restore_script(&self) -> String {

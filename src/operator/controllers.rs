@@ -124,8 +124,10 @@ impl Controllers {
         let backup = controller::Builder::new("databasebackup", backups.clone())
             .owns(jobs)
             .owns(claims)
-            // A backup waits for its Database to be Ready.
-            .watches(databases, backup::backups_of(backups.store()))
+            // A backup waits for its Database to be Ready; its verification, for its throwaway
+            // Database.
+            .watches(databases.clone(), backup::backups_of(backups.store()))
+            .owns(databases)
             .workers(settings.workers)
             .cache_sync_timeout(settings.cache_sync_timeout)
             .queue(queue("databasebackup"))

@@ -219,6 +219,17 @@ fn dump_job(backup: &DatabaseBackup, pod: PodSpec, failure_policy: Option<PodFai
     }
 }
 
+/// The dump container's script: the engine's dump, then its count of the dump's rows or keys
+/// as the container's termination message, which the backup reconcile reads (an empty count is
+/// a failed dump: the dump did not read back).
+fn dump_command(engine: &dyn Engine) -> String {
+    format!(
+        "umask 077 && {} && count=$({}) && [ -n \"$count\" ] && echo \"$count\" > /dev/termination-log",
+        engine.dump_script(),
+        engine.dump_count_script()
+    )
+}
+
 /// The container that dumps `db` with the engine's tool from `image` into the volume at `mount`.
 fn dump_container(db: &Database, engine: &dyn Engine, image: &str, mount: VolumeMount) -> Container {
     let mut env = engine.client_env(&secret::secret_name(db));
@@ -227,7 +238,7 @@ fn dump_container(db: &Database, engine: &dyn Engine, image: &str, mount: Volume
         name: DUMP_CONTAINER.into(),
         image: Some(image.into()),
         // The dump is the data: readable by its owner alone.
-        command: Some(vec!["sh".into(), "-c".into(), format!("umask 077 && {}", engine.dump_script())]),
+        command: Some(vec!["sh".into(), "-c".into(), dump_command(engine)]),
         env: Some(env),
         volume_mounts: Some(vec![mount]),
         security_context: Some(container_security()),

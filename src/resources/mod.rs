@@ -8,7 +8,8 @@
 //! - A Database's: [`workload`] (the Deployment and the Service), [`secret`] (the generated
 //!   credentials), [`claim`] (the data volume), [`restore`] (the init container of a restore).
 //! - A DatabaseBackup's: [`backup`] (its claim and its dump Job, or the Job that dumps into a
-//!   bucket).
+//!   bucket), [`verify`] (the throwaway Database its verification restores, and the Job that
+//!   counts what it holds).
 //! - [`bucket`]: the container that moves a dump to or from a bucket, which the bucket Job and a
 //!   restore from a bucket carry.
 //! - [`view`]: the fields of each child kind the operator caches and compares.
@@ -19,5 +20,6 @@ pub(crate) mod claim;
 pub(crate) mod meta;
 pub(crate) mod restore;
 pub(crate) mod secret;
+pub(crate) mod verify;
 pub(crate) mod view;
 pub(crate) mod workload;

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use database_operator::api::{BackupPhase, Database, DatabaseBackup, DatabaseSpec, EngineKind, Phase};
-use database_operator::api::{RestoreFrom, Size};
+use database_operator::api::{RestoreFrom, Size, VerificationResult};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -185,11 +185,19 @@ async fn every_engine_serves_its_clients_keeps_their_rows_when_killed_and_restor
         let read_back = client_pod(client, ns, &format!("{name}-read-again"), image, &secret, read).await;
         assert_eq!(read_back, written, "{name}: what was committed before the kill");
 
-        // Dumped by a DatabaseBackup and restored into a new Database: the same data there.
+        // Dumped by a DatabaseBackup, verified (restored into a throwaway and counted with the
+        // engine's own client: the thousand rows or keys written), and restored into a new
+        // Database: the same data there.
         let dump = format!("{name}-1");
-        backups.create(&PostParams::default(), &database_operator::api::backup(&dump, name)).await.unwrap();
+        let mut verified = database_operator::api::backup(&dump, name);
+        verified.spec.verify = Some(true);
+        backups.create(&PostParams::default(), &verified).await.unwrap();
         let done = crate::backups::finished(backups, &dump).await.status.unwrap();
         assert_eq!(done.phase, Some(BackupPhase::Completed), "{name}: {:?}", done.message);
+        let verification = crate::verify::verified(backups, &dump).await;
+        println!("[figure] {name}: {verification:?}");
+        assert_eq!(verification.result, Some(VerificationResult::Passed), "{name}: {:?}", verification.message);
+        assert_eq!(verification.count, Some(1000), "{name}: the rows (keys) written");
         let copy = format!("{name}-copy");
         let mut restored = Database::new(&copy, DatabaseSpec::new(Size::Small, image).with_engine(*engine));
         restored.spec.restore_from = Some(Box::new(RestoreFrom { backup: dump.clone(), bucket: None }));

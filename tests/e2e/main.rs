@@ -21,3 +21,4 @@ mod rbac;
 mod shutdown;
 mod throttling;
 mod upgrades;
+mod verify;

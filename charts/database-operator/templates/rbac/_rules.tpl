@@ -4,11 +4,12 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 */}}
 {{- define "database-operator.rules" -}}
 # Exactly what the operator uses (checked by tests/e2e/rbac.rs, which runs it with these rules).
-# Databases: read through the informer (list, watch); only their status is written, with
-# server-side apply (patch).
+# Databases: read through the informer (list, watch); their status is written with
+# server-side apply (patch); a backup's verification creates a throwaway Database (labelled,
+# owned by the backup) and deletes it when it is done.
 - apiGroups: ["example.com"]
   resources: ["databases"]
-  verbs: ["list", "watch"]
+  verbs: ["list", "watch", "create", "delete"]
 - apiGroups: ["example.com"]
   resources: ["databases/status"]
   verbs: ["patch"]
@@ -32,10 +33,11 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
   verbs: ["get"]
-# The dump Jobs of DatabaseBackups: cached only when labelled, created once.
+# The dump Jobs of DatabaseBackups: cached only when labelled, created once; the count Job
+# of a verification is deleted with its throwaway.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["list", "watch", "create"]
+  verbs: ["list", "watch", "create", "delete"]
 # The children: read through informers that cache only those with the operator's label,
 # written with server-side apply (patch; an apply that creates the object is also authorized
 # as create). One missing from the cache is applied create-only; `get` reads the object a
