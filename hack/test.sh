@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: builds what is missing (the control plane with its real
-# node's parts, helm and SeaweedFS into ~/.cache, the operator's image, the engines' images,
-# the crate), starts a control plane of its own with kwok nodes and a real node
+# node's parts, helm, SeaweedFS and promtool into ~/.cache, the operator's image, the engines'
+# images, the crate), starts a control plane of its own with kwok nodes and a real node
 # (NODES=kwok,real: the tests' pods go to kwok unless a test needs them to run), imports the
 # images into the real node's containerd, runs every `cargo test` target (unit, integration, end-to-end,
 # installation, doc) against it, and stops the plane even when tests fail; then the fault
@@ -28,6 +28,10 @@ export HELM
 log "building SeaweedFS (cached under ~/.cache after the first run)"
 WEED=$(hack/seaweedfs.sh | tail -n 1)
 export WEED
+# promtool checks the chart's alerting rules and runs their unit tests (tests/monitoring.rs).
+log "building promtool (cached under ~/.cache after the first run)"
+PROMTOOL=$(hack/promtool.sh | tail -n 1)
+export PROMTOOL
 # The images the real node runs: the operator's (the installation tests run it as its Pod)
 # and the engines' (built from Debian's packages: no registry is reachable here).
 log "building the operator's image"

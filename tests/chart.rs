@@ -226,3 +226,36 @@ fn a_non_numeric_workers_value_is_refused_by_the_schema() {
     let error = render_error(&["--set", "workers=abc"]);
     assert!(error.contains("/workers") && error.contains("integer"), "not the schema's refusal: {error}");
 }
+
+#[test]
+fn prometheus_rule_enabled_renders_the_rule_file_with_the_release_s_metrics_job() {
+    let name = "database-operator-alerts";
+    assert!(find(&render(&[]), "PrometheusRule", name).is_none(), "a PrometheusRule by default");
+    let chart = render(&["--set", "prometheusRule.enabled=true", "--set", "fullnameOverride=shop"]);
+    let rule = find(&chart, "PrometheusRule", "shop-alerts").expect("prometheusRule.enabled=true renders shop-alerts");
+    // The file promtool tests, with this release's job in place of the default one.
+    let file = read("charts/database-operator/files/prometheus-rules.yaml").replace(
+        "job=\"database-operator-controller-manager-metrics-service\"",
+        "job=\"shop-controller-manager-metrics-service\"",
+    );
+    let expected: Value = serde_saphyr::from_str(&file).unwrap();
+    assert_eq!(rule["spec"], expected, "the PrometheusRule's spec is not files/prometheus-rules.yaml");
+    assert_eq!(rule["metadata"]["namespace"], "database-operator-system");
+    let error = render_error(&["--set", "prometheusRule.enabled=true", "--set", "metrics.enabled=false"]);
+    assert!(error.contains("prometheusRule.enabled needs metrics.enabled"), "{error}");
+}
+
+#[test]
+fn grafana_dashboard_enabled_renders_the_dashboard_in_a_config_map_grafana_s_sidecar_loads() {
+    let name = "database-operator-dashboard";
+    assert!(find(&render(&[]), "ConfigMap", name).is_none(), "a dashboard by default");
+    let chart = render(&["--set", "grafanaDashboard.enabled=true", "--set", "grafanaDashboard.namespace=grafana"]);
+    let map = find(&chart, "ConfigMap", name).expect("grafanaDashboard.enabled=true renders the ConfigMap");
+    assert_eq!(
+        (&map["metadata"]["namespace"], &map["metadata"]["labels"]["grafana_dashboard"]),
+        (&"grafana".into(), &"1".into())
+    );
+    let dashboard: Value = serde_json::from_str(map["data"]["database-operator.json"].as_str().unwrap()).unwrap();
+    let file: Value = serde_json::from_str(&read("charts/database-operator/files/grafana-dashboard.json")).unwrap();
+    assert_eq!(dashboard, file, "the ConfigMap's dashboard is not files/grafana-dashboard.json");
+}

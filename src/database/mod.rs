@@ -21,7 +21,7 @@ mod children;
 mod pods;
 mod reconcile;
 pub(crate) mod restore;
-mod schedule;
+pub(crate) mod schedule;
 pub(crate) mod status;
 pub(crate) mod upgrade;
 mod verification;

@@ -132,11 +132,7 @@ pub(crate) enum Scheduled {
 /// What `db`'s schedule asks for at `now`.
 pub(crate) fn scheduled(db: &Database, now: &Time) -> Scheduled {
     let Some(backup) = &db.spec.backup else { return Scheduled::None };
-    let cron = match croner::parser::CronParser::builder()
-        .seconds(croner::parser::Seconds::Optional)
-        .build()
-        .parse(&backup.schedule)
-    {
+    let cron = match parse(&backup.schedule) {
         Ok(cron) => cron,
         Err(err) => {
             return Scheduled::Invalid(format!(
@@ -145,7 +141,6 @@ pub(crate) fn scheduled(db: &Database, now: &Time) -> Scheduled {
             ));
         }
     };
-    let utc = |t: &Time| t.0.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
     let since = db
         .status
         .as_ref()
@@ -167,6 +162,37 @@ pub(crate) fn scheduled(db: &Database, now: &Time) -> Scheduled {
     let following = next_after(&at).map_or(Duration::from_secs(3600), |next| until(now, &next));
     Scheduled::Due { at, recheck_after: following }
 }
+
+/// A schedule as `spec.backup.schedule` writes it: five fields, or six with seconds first.
+fn parse(schedule: &str) -> Result<croner::Cron, croner::errors::CronError> {
+    croner::parser::CronParser::builder().seconds(croner::parser::Seconds::Optional).build().parse(schedule)
+}
+
+fn utc(t: &Time) -> k8s_openapi::jiff::Zoned {
+    t.0.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+}
+
+/// The period of `db`'s schedule: the longest gap between consecutive times among its next
+/// [`PERIOD_TIMES`] after `now`. The longest, so that an irregular schedule's period is its
+/// widest gap (a weekdays-only schedule's is its weekend, three days): "no backup within 1.5
+/// periods" must not fire on a Sunday. `None` without a schedule, or with one that cannot be
+/// read or fires fewer than twice more.
+pub(crate) fn period(db: &Database, now: &Time) -> Option<Duration> {
+    let cron = parse(&db.spec.backup.as_ref()?.schedule).ok()?;
+    let mut at = cron.find_next_occurrence(&utc(now), false).ok()?;
+    let mut longest: Option<Duration> = None;
+    for _ in 1..PERIOD_TIMES {
+        let Ok(next) = cron.find_next_occurrence(&at, false) else { break };
+        let gap = next.timestamp().duration_since(at.timestamp()).try_into().ok()?;
+        longest = longest.max(Some(gap));
+        at = next;
+    }
+    longest
+}
+
+/// How many of a schedule's next times [`period`] looks at: eight, so that a schedule of five
+/// weekdays (the most common irregular one) shows its weekend gap whatever the day.
+const PERIOD_TIMES: usize = 8;
 
 fn until(now: &Time, later: &Time) -> Duration {
     later.0.duration_since(now.0).try_into().unwrap_or_default()
@@ -241,7 +267,8 @@ mod tests {
     fn database(schedule: &str, last: Option<i64>) -> Database {
         let mut db =
             Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres));
-        db.spec.backup = Some(Box::new(BackupSchedule { schedule: schedule.into(), keep: Some(2), bucket: None, verify: None }));
+        db.spec.backup =
+            Some(Box::new(BackupSchedule { schedule: schedule.into(), keep: Some(2), bucket: None, verify: None }));
         db.metadata.creation_timestamp = Some(at(0));
         db.status = Some(DatabaseStatus { last_scheduled_backup: last.map(at), ..Default::default() });
         db
@@ -254,6 +281,21 @@ mod tests {
         assert_eq!(due, Scheduled::Due { at: at(7200), recheck_after: std::time::Duration::from_secs(1800) });
         let waiting = scheduled(&database("0 * * * *", Some(7200)), &at(9000));
         assert_eq!(waiting, Scheduled::Wait { recheck_after: std::time::Duration::from_secs(1800) });
+    }
+
+    #[test]
+    fn a_schedule_s_period_is_the_gap_between_its_next_two_times() {
+        assert_eq!(period(&database("0 * * * *", None), &at(9000)), Some(Duration::from_secs(3600)));
+        assert_eq!(period(&database("*/30 * * * * *", None), &at(9000)), Some(Duration::from_secs(30)));
+        // Weekdays at 02:00: the weekend, whatever the day (1970-01-01 was a Thursday).
+        for day in 0..7 {
+            let weekdays = period(&database("0 2 * * 1-5", None), &at(day * 86_400));
+            assert_eq!(weekdays, Some(Duration::from_secs(3 * 86_400)), "day {day}");
+        }
+        assert_eq!(period(&database("not a schedule", None), &at(0)), None);
+        let mut unscheduled = database("0 * * * *", None);
+        unscheduled.spec.backup = None;
+        assert_eq!(period(&unscheduled, &at(0)), None);
     }
 
     #[test]

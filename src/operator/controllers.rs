@@ -136,6 +136,15 @@ impl Controllers {
         Self { database: (database, Arc::new(database_reconciler)), backup: (backup, Arc::new(backup_reconciler)) }
     }
 
+    /// The caches of Databases and DatabaseBackups both controllers read, for the per-Database
+    /// metrics.
+    pub(super) fn stores(&self) -> super::database_metrics::Stores {
+        super::database_metrics::Stores {
+            databases: self.database.0.primary().store(),
+            backups: self.backup.0.primary().store(),
+        }
+    }
+
     /// Runs both until `drain` fires, then drains both (or aborts both, see
     /// [`Controller::run_until_aborted`]). The reconcilers, and so their event recorders, are
     /// dropped when both have stopped.

@@ -1,12 +1,17 @@
 //! Every metric family the operator serves on `/metrics`, registered in one place: [`super::run`]
 //! serves this registry, and `tests/docs.rs` checks README.md's table of metrics against it, so
-//! a family added here and not documented there fails the test command.
+//! a family added here and not documented there fails the test command. The per-Database
+//! families are computed at scrape time from the caches ([`super::database_metrics`]), which
+//! exist only after the registry: [`Metrics::observe`] attaches them.
+
+use std::sync::Arc;
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::Options;
+use super::database_metrics::{self, Collector, Stores};
 use operator_runtime::events::Recorder;
 use operator_runtime::{controller, informer, workqueue};
 
@@ -19,12 +24,15 @@ pub struct Metrics {
     pub(super) controller: controller::Metrics,
     /// `leader_election_master_status{name}`: set by the leadership while it holds the Lease.
     pub(super) is_leader: Gauge,
+    /// The per-Database families, served once [`Metrics::observe`] gave them the caches.
+    pub(super) databases: Arc<Collector>,
 }
 
 impl Metrics {
     /// Registers every family the operator serves when run with `options`: the work queues',
     /// the informers', the reconciles', the API client's (with `options.request_metrics`),
-    /// leadership's (with `options.leader_election`) and the events `recorder`'s.
+    /// leadership's (with `options.leader_election`), the events `recorder`'s and the
+    /// per-Database ones (served once [`Metrics::observe`] is called).
     pub fn register(options: &Options, recorder: &Recorder) -> Self {
         let mut registry = Registry::default();
         let queue = workqueue::Metrics::register(&mut registry);
@@ -47,7 +55,19 @@ impl Metrics {
         let lease_name = options.leader_election.as_ref().map_or_else(String::new, |c| c.lease_name.clone());
         let is_leader = is_leader.get_or_create(&vec![("name".to_string(), lease_name)]).clone();
         recorder.register_metrics(&mut registry);
-        Self { registry, queue, informer, controller, is_leader }
+        let databases = database_metrics::register(&mut registry);
+        Self { registry, queue, informer, controller, is_leader, databases }
+    }
+
+    /// Serves the per-Database families (`database_ready`, `database_backup_*`, ...) of the
+    /// Databases and DatabaseBackups in `stores`, read at each scrape. The operator passes the
+    /// caches its controllers share; a test may pass stores of its own.
+    ///
+    /// # Panics
+    ///
+    /// When called twice.
+    pub fn observe(&self, stores: Stores) {
+        self.databases.observe(stores);
     }
 
     /// The registry `/metrics` encodes.

@@ -26,6 +26,7 @@ use operator_runtime::ops::leader::{self, Elector};
 use operator_runtime::ops::{self, Health};
 
 mod controllers;
+pub mod database_metrics;
 mod leadership;
 mod metrics;
 mod shutdown;
@@ -196,6 +197,7 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         informer: informer_metrics,
         controller: controller_metrics,
         is_leader,
+        databases: database_metrics,
     } = Metrics::register(&options, &recorder);
     let registry = Arc::new(registry);
     let health = Health::default();
@@ -243,6 +245,8 @@ pub async fn run(client: Client, options: Options, cancel: CancellationToken) ->
         backup_image: options.backup_image.clone(),
     };
     let controllers = Controllers::build(&factory, &client, &recorder, settings);
+    // The per-Database metrics read the controllers' caches, at each scrape.
+    database_metrics.observe(controllers.stores());
     // The recorders now live in the reconcilers: the events task ends when they are dropped.
     drop(recorder);
 

@@ -13,6 +13,7 @@ mod engines;
 mod fence;
 mod leader;
 mod limits;
+mod monitoring;
 mod operator;
 mod plane;
 mod priority;
