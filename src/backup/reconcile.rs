@@ -41,7 +41,6 @@ use operator_runtime::write::{Created, Object, Statuses, Writer, Wrote};
 use tracing::{debug, info};
 
 use crate::api::{BackupPhase, BackupStatus, Bucket, Database, DatabaseBackup, Phase, index};
-use super::verify;
 use crate::bucket::Receipt;
 use crate::engine;
 use crate::resources::backup;
@@ -119,7 +118,7 @@ impl BackupReconciler {
         let previous = backup.status.clone().unwrap_or_default();
         let mut status = previous.clone();
         let mut action = Action::Done;
-        if verify::pending(backup, &previous) {
+        if Self::verification_pending(backup, &previous) {
             // Once the Completed status is written: the throwaway restores from it.
             action = self.verify(backup, &mut status, report).await?;
         } else if previous.phase.is_some_and(BackupPhase::is_finished) {
@@ -386,7 +385,8 @@ pub(super) fn last_words(pods: &[Pod], container: &str) -> Option<String> {
     pods.iter()
         .filter_map(|pod| {
             let status = pod.status.as_ref()?;
-            let mut statuses = status.container_statuses.iter().flatten().chain(status.init_container_statuses.iter().flatten());
+            let mut statuses =
+                status.container_statuses.iter().flatten().chain(status.init_container_statuses.iter().flatten());
             let ended = statuses.find(|s| s.name == container)?.state.as_ref()?.terminated.as_ref()?;
             Some((ended.finished_at.clone(), ended.message.clone()?))
         })

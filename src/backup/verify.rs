@@ -32,7 +32,7 @@ use operator_runtime::write::Created;
 
 use super::reconcile::{BackupReconciler, Error, last_words};
 use crate::api::{
-    BackupPhase, BackupStatus, Database, DatabaseBackup, Phase, Verification, VerificationResult,
+    BackupPhase, BackupStatus, Database, DatabaseBackup, EngineKind, Phase, Verification, VerificationResult,
 };
 use crate::engine;
 use crate::resources::meta::is_controlled_by;
@@ -50,13 +50,6 @@ const GONE_GRACE: Duration = Duration::from_secs(60);
 /// the restart that follows a restore (the restore's init container leaves the pod).
 const PASSING: [&str; 2] = ["Unschedulable", "NoReadyReplicas"];
 
-/// Whether `backup`, whose status is `status`, is to be verified and has not been.
-pub(super) fn pending(backup: &DatabaseBackup, status: &BackupStatus) -> bool {
-    backup.spec.verify == Some(true)
-        && status.phase == Some(BackupPhase::Completed)
-        && status.verified.as_ref().is_none_or(|v| v.result.is_none())
-}
-
 /// How a verification ended, before it is recorded.
 struct Outcome {
     result: VerificationResult,
@@ -71,6 +64,13 @@ impl Outcome {
 }
 
 impl BackupReconciler {
+    /// Whether `backup`, whose status is `status`, is to be verified and has not been.
+    pub(super) fn verification_pending(backup: &DatabaseBackup, status: &BackupStatus) -> bool {
+        backup.spec.verify == Some(true)
+            && status.phase == Some(BackupPhase::Completed)
+            && status.verified.as_ref().is_none_or(|v| v.result.is_none())
+    }
+
     /// The next step of `backup`'s verification; `status` is the backup's, with
     /// `status.verified` set on the way.
     pub(super) async fn verify(
@@ -79,40 +79,14 @@ impl BackupReconciler {
         status: &mut BackupStatus,
         report: &mut Report,
     ) -> Result<Action, Error> {
-        let namespace = backup.metadata.namespace.clone().unwrap_or_default();
         let name = verify::name(backup);
-        let key = format!("{namespace}/{name}");
         let (Some(kind), Some(image)) = (status.engine, status.image.clone()) else {
             let outcome = Outcome::failed("the backup's status names no engine or image to restore it with".into());
             return self.conclude(backup, status, outcome, report).await;
         };
-        let verified = status.verified.get_or_insert_with(Verification::default);
-        let throwaway = self.stores.databases.get(&key);
-        if let (None, Some(started)) = (&throwaway, &verified.start_time) {
-            // Made before, and not in the cache: not yet, or deleted by someone. Never made
-            // twice: a second throwaway would find the first one's volume.
-            let since = Duration::from_secs(u64::try_from(Timestamp::now().as_second() - started.0.as_second()).unwrap_or(0));
-            if since < GONE_GRACE {
-                return Ok(Action::RequeueAfter(GONE_GRACE - since));
-            }
-            let message = format!("the throwaway Database {name} was deleted before its verification ended");
-            return self.conclude(backup, status, Outcome::failed(message), report).await;
-        }
-        let Some(throwaway) = throwaway else {
-            let source = self.stores.databases.get(&format!("{namespace}/{}", backup.spec.database));
-            let db = verify::throwaway(backup, source.as_deref(), kind, &image);
-            match self.writer.create(&db).await {
-                Ok(Created::New) => report.normal("Verifying", format!("restoring the backup into Database {name}")),
-                Ok(Created::Existed(meta)) if is_controlled_by(&meta, backup) => {}
-                Ok(Created::Existed(_)) => {
-                    let message = format!("Database {name:?} exists and is not this backup's throwaway: nothing was verified");
-                    return self.conclude(backup, status, Outcome::failed(message), report).await;
-                }
-                Err(source) => return Err(Error::new(format!("creating Database {key}"), source)),
-            }
-            verified.start_time.get_or_insert_with(|| Time(Timestamp::now()));
-            verified.message = Some(format!("restoring into the throwaway Database {name}"));
-            return Ok(Action::Done);
+        let key = format!("{}/{name}", backup.metadata.namespace.as_deref().unwrap_or_default());
+        let Some(throwaway) = self.stores.databases.get(&key) else {
+            return self.make_throwaway(backup, status, kind, &image, report).await;
         };
         if throwaway.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
@@ -121,11 +95,11 @@ impl BackupReconciler {
             let message = format!("Database {name:?} exists and is not this backup's throwaway: nothing was verified");
             return self.conclude(backup, status, Outcome::failed(message), report).await;
         }
+        let verified = status.verified.get_or_insert_with(Verification::default);
         let created = throwaway.metadata.creation_timestamp.clone().map(|t| t.0);
         if verified.start_time.is_none() {
             verified.start_time = created.map(Time);
         }
-        let ready = ready_condition(&throwaway);
         if throwaway.status.as_ref().and_then(|s| s.phase) != Some(Phase::Ready) {
             return match waiting(&throwaway, created, Timestamp::now()) {
                 Ok(recheck) => Ok(recheck),
@@ -135,27 +109,80 @@ impl BackupReconciler {
         // The first time it is seen Ready: the server that loaded the dump serves. (It restarts
         // once after, without the restore's init container; the count tries again through it.)
         if verified.restore_seconds.is_none() {
-            verified.restore_seconds = match (created, ready.map(|c| c.last_transition_time.clone())) {
-                (Some(created), Some(ready)) => Some(ready.0.as_second() - created.as_second()),
+            verified.restore_seconds = match (created, ready_condition(&throwaway)) {
+                (Some(created), Some(ready)) => Some(ready.last_transition_time.0.as_second() - created.as_second()),
                 _ => None,
             };
         }
         verified.message = Some(format!("restored into {name}; counting its data"));
+        self.count(backup, status, &throwaway, kind, &image, report).await
+    }
+
+    /// Creates `backup`'s throwaway, restored from it by the Database controller: once. One
+    /// made before and missing from the cache is not yet there, or was deleted by someone; a
+    /// second would find the first one's volume.
+    async fn make_throwaway(
+        &self,
+        backup: &DatabaseBackup,
+        status: &mut BackupStatus,
+        kind: EngineKind,
+        image: &str,
+        report: &mut Report,
+    ) -> Result<Action, Error> {
+        let name = verify::name(backup);
+        let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
+        let verified = status.verified.get_or_insert_with(Verification::default);
+        if let Some(started) = &verified.start_time {
+            let since =
+                Duration::from_secs(u64::try_from(Timestamp::now().as_second() - started.0.as_second()).unwrap_or(0));
+            if since < GONE_GRACE {
+                return Ok(Action::RequeueAfter(GONE_GRACE - since));
+            }
+            let message = format!("the throwaway Database {name} was deleted before its verification ended");
+            return self.conclude(backup, status, Outcome::failed(message), report).await;
+        }
+        let source = self.stores.databases.get(&format!("{namespace}/{}", backup.spec.database));
+        match self.writer.create(&verify::throwaway(backup, source.as_deref(), kind, image)).await {
+            Ok(Created::New) => report.normal("Verifying", format!("restoring the backup into Database {name}")),
+            Ok(Created::Existed(meta)) if is_controlled_by(&meta, backup) => {}
+            Ok(Created::Existed(_)) => {
+                let message =
+                    format!("Database {name:?} exists and is not this backup's throwaway: nothing was verified");
+                return self.conclude(backup, status, Outcome::failed(message), report).await;
+            }
+            Err(source) => return Err(Error::new(format!("creating Database {namespace}/{name}"), source)),
+        }
+        verified.start_time = Some(Time(Timestamp::now()));
+        verified.message = Some(format!("restoring into the throwaway Database {name}"));
+        Ok(Action::Done)
+    }
+
+    /// Counts what the Ready `throwaway` holds with a Job of the engine's client, and concludes
+    /// once the Job has finished.
+    async fn count(
+        &self,
+        backup: &DatabaseBackup,
+        status: &mut BackupStatus,
+        throwaway: &Database,
+        kind: EngineKind,
+        image: &str,
+        report: &mut Report,
+    ) -> Result<Action, Error> {
+        let name = verify::name(backup);
+        let key = format!("{}/{name}", backup.metadata.namespace.as_deref().unwrap_or_default());
+        let foreign = || Outcome::failed(format!("Job {name:?} exists and is not this backup's: nothing was counted"));
         let job = match self.stores.jobs.get(&key) {
             None => {
-                let job = verify::count_job(backup, &throwaway, engine::of(kind), &image);
-                match self.writer.create(&job).await {
+                return match self.writer.create(&verify::count_job(backup, throwaway, engine::of(kind), image)).await {
                     Ok(Created::Existed(meta)) if !is_controlled_by(&meta, backup) => {
-                        let message = format!("Job {name:?} exists and is not this backup's: nothing was counted");
-                        return self.conclude(backup, status, Outcome::failed(message), report).await;
+                        self.conclude(backup, status, foreign(), report).await
                     }
-                    Ok(_) => return Ok(Action::Done),
-                    Err(source) => return Err(Error::new(format!("creating Job {key}"), source)),
-                }
+                    Ok(_) => Ok(Action::Done),
+                    Err(source) => Err(Error::new(format!("creating Job {key}"), source)),
+                };
             }
             Some(job) if !is_controlled_by(&job.metadata, backup) => {
-                let message = format!("Job {name:?} exists and is not this backup's: nothing was counted");
-                return self.conclude(backup, status, Outcome::failed(message), report).await;
+                return self.conclude(backup, status, foreign(), report).await;
             }
             Some(job) => job,
         };
@@ -342,7 +369,10 @@ mod tests {
         let restarting = throwaway(Phase::Degraded, "NoReadyReplicas");
         assert!(waiting(&restarting, Some(at(0)), at(60)).is_ok(), "the restart after the restore");
         let unschedulable = throwaway(Phase::Degraded, "Unschedulable");
-        assert_eq!(waiting(&unschedulable, Some(at(0)), at(60)), Ok(Action::RequeueAfter(RESTORE_DEADLINE - Duration::from_secs(60))));
+        assert_eq!(
+            waiting(&unschedulable, Some(at(0)), at(60)),
+            Ok(Action::RequeueAfter(RESTORE_DEADLINE - Duration::from_secs(60)))
+        );
         let late = waiting(&unschedulable, Some(at(0)), at(1800)).unwrap_err();
         assert!(late.contains("was not Ready 30m after its creation"), "{late}");
 
@@ -354,13 +384,13 @@ mod tests {
     fn only_a_completed_backup_asking_for_it_and_not_verified_yet_is_verified() {
         let mut backup = crate::api::backup("nightly", "orders");
         let completed = BackupStatus { phase: Some(BackupPhase::Completed), ..Default::default() };
-        assert!(!pending(&backup, &completed), "verify not asked");
+        assert!(!BackupReconciler::verification_pending(&backup, &completed), "verify not asked");
         backup.spec.verify = Some(true);
-        assert!(pending(&backup, &completed));
+        assert!(BackupReconciler::verification_pending(&backup, &completed));
         let failed = BackupStatus { phase: Some(BackupPhase::Failed), ..Default::default() };
-        assert!(!pending(&backup, &failed), "nothing to restore");
+        assert!(!BackupReconciler::verification_pending(&backup, &failed), "nothing to restore");
         let mut done = completed.clone();
         done.verified = Some(Verification { result: Some(VerificationResult::Failed), ..Default::default() });
-        assert!(!pending(&backup, &done), "verified once");
+        assert!(!BackupReconciler::verification_pending(&backup, &done), "verified once");
     }
 }

@@ -232,7 +232,7 @@ impl DatabaseReconciler {
         self.mark_restored(pass, &mut status);
         // The status is written also when the schedule failed: it says what the pass found.
         let schedule = self.run_schedule(pass, &mut status).await;
-        super::verification::report(pass, &self.stores.backups, &mut status);
+        self.report_verification(pass, &mut status);
         self.write_status(pass.db, &status).await?;
         let next_backup = schedule?;
         // An upgrade in progress is looked at again at its deadline, a schedule at its next

@@ -7,21 +7,24 @@
 use operator_runtime::conditions::{self, State};
 use operator_runtime::informer::{Store, key_of};
 
-use super::reconcile::Pass;
+use super::reconcile::{DatabaseReconciler, Pass};
 use crate::api::{Database, DatabaseBackup, DatabaseStatus, VerificationResult, index};
 
 /// The condition that reports the verifications.
 const CONDITION: &str = "BackupVerified";
 
-/// Sets `status`'s condition `BackupVerified` from `backups`, and reports a new failure.
-pub(super) fn report(pass: &mut Pass<'_>, backups: &Store<DatabaseBackup>, status: &mut DatabaseStatus) {
-    let Some(state) = state(pass.db, backups) else { return };
-    let previous = pass.db.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
-    if !state.status && !conditions::reports(previous, CONDITION, &state) {
-        pass.report.warning("BackupVerificationFailed", state.message.clone());
+impl DatabaseReconciler {
+    /// Sets `status`'s condition `BackupVerified` from the cached backups, and reports a new
+    /// failure.
+    pub(super) fn report_verification(&self, pass: &mut Pass<'_>, status: &mut DatabaseStatus) {
+        let Some(state) = state(pass.db, &self.stores.backups) else { return };
+        let previous = pass.db.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+        if !state.status && !conditions::reports(previous, CONDITION, &state) {
+            pass.report.warning("BackupVerificationFailed", state.message.clone());
+        }
+        let generation = status.observed_generation;
+        conditions::set(&mut status.conditions, previous, CONDITION, state, generation, &pass.now);
     }
-    let generation = status.observed_generation;
-    conditions::set(&mut status.conditions, previous, CONDITION, state, generation, &pass.now);
 }
 
 /// The condition's state for `db`: its newest finished verification's.

@@ -101,8 +101,7 @@ impl Engine for Postgres {
 }
 
 /// Counts the rows of `/backup/dump`'s tables.
-const COUNT_DUMP: &str =
-    r"pg_restore --data-only --file=- /backup/dump | awk '/^COPY .* FROM stdin;$/ { rows = 1; next } /^\\\.$/ { rows = 0; next } rows { n++ } END { print n + 0 }'";
+const COUNT_DUMP: &str = r"pg_restore --data-only --file=- /backup/dump | awk '/^COPY .* FROM stdin;$/ { rows = 1; next } /^\\\.$/ { rows = 0; next } rows { n++ } END { print n + 0 }'";
 
 /// Counts the rows of the tables of database `app` at `$DATABASE_HOST`.
 const COUNT: &str = r#"psql --host="$DATABASE_HOST" --port=5432 --dbname=app --no-psqlrc --tuples-only --no-align --set=ON_ERROR_STOP=1 --command="SELECT coalesce(sum((xpath('/row/c/text()', query_to_xml(format('SELECT count(*) AS c FROM ONLY %I.%I', n.nspname, c.relname), false, true, '')))[1]::text::bigint), 0) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'""#;

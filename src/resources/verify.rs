@@ -168,7 +168,10 @@ mod tests {
         let env = container.env.as_ref().unwrap();
         let password = env.iter().find(|e| e.name == "PGPASSWORD").unwrap();
         assert!(password.value.is_none() && password.value_from.is_some(), "from the throwaway's Secret");
-        assert_eq!(env.iter().find(|e| e.name == "DATABASE_HOST").unwrap().value.as_deref(), Some(db_host(&db).as_str()));
+        assert_eq!(
+            env.iter().find(|e| e.name == "DATABASE_HOST").unwrap().value.as_deref(),
+            Some(db_host(&db).as_str())
+        );
         assert_eq!(pod.automount_service_account_token, Some(false));
     }
 

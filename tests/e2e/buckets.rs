@@ -194,9 +194,16 @@ async fn a_backup_in_a_bucket_is_whole_there_and_restores_in_another_namespace_o
     let written = psql(&ns.name, "orders", "SELECT count(*), md5(string_agg(note, ',' ORDER BY id)) FROM lines");
 
     let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
-    backups.create(&PostParams::default(), &to_bucket("nightly", store.spec("backups", "bucket-keys"))).await.unwrap();
+    let mut nightly = to_bucket("nightly", store.spec("backups", "bucket-keys"));
+    nightly.spec.verify = Some(true);
+    backups.create(&PostParams::default(), &nightly).await.unwrap();
     let status = finished(&backups, "nightly").await.status.unwrap();
     assert_eq!(status.phase, Some(BackupPhase::Completed), "{:?}", status.message);
+    // Verified from the bucket: fetched, restored into a throwaway and counted.
+    let verification = crate::verify::verified(&backups, "nightly").await;
+    println!("[figure] verified from the bucket: {verification:?}");
+    assert_eq!(verification.result, Some(database_operator::api::VerificationResult::Passed), "{verification:?}");
+    assert_eq!((status.count, verification.count), (Some(20_000), Some(20_000)), "the dump's count, the restore's");
     let folder = format!("{}/nightly", ns.name);
     assert_eq!(status.location.as_deref(), Some(format!("s3://backups/{folder}/").as_str()));
     assert_eq!(status.claim_name, None, "no claim: the dump is in the bucket");
