@@ -38,7 +38,7 @@ use clap::{Args, Subcommand};
 use flate2::write::{GzDecoder, GzEncoder};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
-use object_store::{Certificate, ClientOptions, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
+use object_store::{Certificate, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
 use ring::digest;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
@@ -106,6 +106,13 @@ pub enum Command {
         /// The engine the dump must be of.
         #[arg(long)]
         engine: String,
+    },
+    /// Delete a backup's folder: its manifest first (it is no longer listed as a backup), then
+    /// the rest. A folder already gone is fine.
+    Delete {
+        /// Which folder.
+        #[command(flatten)]
+        location: Location,
     },
 }
 
@@ -180,6 +187,7 @@ pub async fn run(command: Command) -> Result<(), Error> {
             Ok(())
         }
         Command::Get { location, file, engine } => get(&location, &file, &engine).await,
+        Command::Delete { location } => delete(&location).await,
     }
 }
 
@@ -394,6 +402,24 @@ async fn get(location: &Location, file: &Path, engine: &str) -> Result<(), Error
     }
     gunzip.finish().map_err(local)?.flush().map_err(local)?;
     std::fs::rename(&aside, file).map_err(local)?;
+    Ok(())
+}
+
+async fn delete(location: &Location) -> Result<(), Error> {
+    let store = store(location)?;
+    let gone = |result: Result<(), object_store::Error>, doing: &str| match result {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(reason(doing, e)),
+    };
+    gone(store.delete(&object(location, MANIFEST_OBJECT)).await, "deleting the manifest")?;
+    let folder = ObjectPath::from(location.folder.trim_matches('/'));
+    let listed: Vec<_> = futures::TryStreamExt::try_collect(store.list(Some(&folder)))
+        .await
+        .map_err(|e| reason("listing the folder", e))?;
+    for entry in listed {
+        gone(store.delete(&entry.location).await, "deleting the folder")?;
+    }
+    println!("deleted {}", url(&location.bucket, &location.folder));
     Ok(())
 }
 

@@ -75,8 +75,9 @@ pub struct BackupSpec {
 
     /// The S3-compatible bucket the dump is kept in instead of a claim: off the cluster, it
     /// outlives the namespace. The dump is compressed on its way, and the backup Completes once
-    /// it is whole there, its size and SHA-256 in the status. Deleting the DatabaseBackup
-    /// leaves the bucket's copy (the bucket's own lifecycle rules expire it).
+    /// it is whole there, its size and SHA-256 in the status. A schedule's keep deletes the
+    /// bucket's copy of a backup it lets go; deleting the DatabaseBackup otherwise (by hand,
+    /// with its namespace) leaves the copy (the bucket's own lifecycle rules expire it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<Bucket>,
 

@@ -11,6 +11,7 @@
 //! backup before an upgrade) is the Database controller's: it creates DatabaseBackups and
 //! reads them from the same shared cache.
 
+mod expire;
 mod reconcile;
 mod verify;
 

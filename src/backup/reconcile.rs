@@ -88,7 +88,7 @@ pub(crate) struct BackupReconciler {
     pub(super) stores: Stores,
     recorder: Recorder,
     /// The operator's own image, which moves dumps to buckets (`--backup-image`).
-    tools_image: Option<String>,
+    pub(super) tools_image: Option<String>,
     /// The statuses written that the cache may not show yet: a reconcile right after a write
     /// (the verification's deletes bring one) must not act on the status from before it.
     statuses: Statuses<BackupStatus>,
@@ -118,7 +118,9 @@ impl BackupReconciler {
         let previous = backup.status.clone().unwrap_or_default();
         let mut status = previous.clone();
         let mut action = Action::Done;
-        if Self::verification_pending(backup, &previous) {
+        if Self::expiring(backup, &previous) {
+            action = self.expire(backup, &mut status, report).await?;
+        } else if Self::verification_pending(backup, &previous) {
             // Once the Completed status is written: the throwaway restores from it.
             action = self.verify(backup, &mut status, report).await?;
         } else if previous.phase.is_some_and(BackupPhase::is_finished) {
@@ -392,6 +394,28 @@ pub(super) fn last_words(pods: &[Pod], container: &str) -> Option<String> {
         })
         .max_by(|a, b| a.0.cmp(&b.0))
         .map(|(_, message)| message.trim().to_string())
+}
+
+/// Whether `job` has finished: succeeded (Some(true)) or failed (Some(false)).
+pub(super) fn finished(job: &Job) -> Option<bool> {
+    let conditions = job.status.as_ref()?.conditions.as_ref()?;
+    let is = |type_: &str| conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
+    if is("Complete") {
+        Some(true)
+    } else if is("Failed") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A delete's result, a thing already gone being fine.
+pub(super) fn gone<T>(result: Result<T, kube_client::Error>) -> Result<(), kube_client::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube_client::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// The image a Job's dump container runs.

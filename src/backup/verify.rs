@@ -30,7 +30,7 @@ use operator_runtime::events::Report;
 use operator_runtime::informer::key_of;
 use operator_runtime::write::Created;
 
-use super::reconcile::{BackupReconciler, Error, last_words};
+use super::reconcile::{BackupReconciler, Error, finished, gone, last_words};
 use crate::api::{
     BackupPhase, BackupStatus, Database, DatabaseBackup, EngineKind, Phase, Verification, VerificationResult,
 };
@@ -247,15 +247,6 @@ impl BackupReconciler {
     }
 }
 
-/// A delete's result, a thing already gone being fine.
-fn gone<T>(result: Result<T, kube_client::Error>) -> Result<(), kube_client::Error> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(kube_client::Error::Api(status)) if status.is_not_found() => Ok(()),
-        Err(error) => Err(error),
-    }
-}
-
 fn ready_condition(db: &Database) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     db.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
 }
@@ -280,19 +271,6 @@ fn waiting(throwaway: &Database, created: Option<Timestamp>, now: Timestamp) -> 
         return Err(format!("the throwaway Database {name} was not Ready {deadline} after its creation: {said}"));
     }
     Ok(Action::RequeueAfter(RESTORE_DEADLINE - elapsed))
-}
-
-/// Whether `job` has finished: succeeded (Some(true)) or failed (Some(false)).
-fn finished(job: &Job) -> Option<bool> {
-    let conditions = job.status.as_ref()?.conditions.as_ref()?;
-    let is = |type_: &str| conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
-    if is("Complete") {
-        Some(true)
-    } else if is("Failed") {
-        Some(false)
-    } else {
-        None
-    }
 }
 
 /// The verification's outcome from the count the dump recorded (`expected`, when it did) and

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube_client::api::Api;
+use kube_client::api::{Api, Patch, PatchParams};
 use operator_runtime::conditions::{self, State};
 use operator_runtime::informer::{Store, key_of};
 use operator_runtime::write::refusal;
@@ -31,6 +31,7 @@ use tracing::info;
 
 use super::reconcile::{DatabaseReconciler, Error, Pass};
 use crate::api::{BackupPhase, DEFAULT_KEEP, Database, DatabaseBackup, DatabaseStatus, index};
+use crate::resources::backup::EXPIRED_LABEL;
 use crate::resources::meta::{DATABASE_UID_LABEL, SCHEDULED_LABEL, derived_name};
 
 /// The condition that reports the schedule.
@@ -80,11 +81,22 @@ impl DatabaseReconciler {
         }
         let api: Api<DatabaseBackup> =
             Api::namespaced(self.writer.client().clone(), db.metadata.namespace.as_deref().unwrap_or_default());
-        for name in beyond_keep(db, &self.stores.backups, &self.stores.databases) {
-            match api.delete(&name, &Default::default()).await {
-                Ok(_) => info!(backup = %name, "deleted a scheduled backup beyond spec.backup.keep"),
+        for backup in beyond_keep(db, &self.stores.backups, &self.stores.databases) {
+            let name = backup.metadata.name.clone().unwrap_or_default();
+            let written = if in_a_bucket(&backup) {
+                // The backup controller deletes its copy in the bucket, then the backup.
+                if backup.metadata.labels.as_ref().is_some_and(|l| l.contains_key(EXPIRED_LABEL)) {
+                    continue;
+                }
+                let label = serde_json::json!({"metadata": {"labels": {EXPIRED_LABEL: "true"}}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&label)).await.map(|_| "labelled expired")
+            } else {
+                api.delete(&name, &Default::default()).await.map(|_| "deleted")
+            };
+            match written {
+                Ok(done) => info!(backup = %name, "{done} a scheduled backup beyond spec.backup.keep"),
                 Err(kube_client::Error::Api(status)) if status.is_not_found() => {}
-                Err(source) => return Err(Error::Write { what: format!("DatabaseBackup {name} (delete)"), source }),
+                Err(source) => return Err(Error::Write { what: format!("DatabaseBackup {name} (retention)"), source }),
             }
         }
         Ok(next)
@@ -238,7 +250,16 @@ fn unfinished(db: &Database, backups: &Store<DatabaseBackup>) -> Vec<String> {
 /// The scheduled backups of `db` to delete: beyond the newest `keep` Completed ones, and
 /// beyond the newest `keep` Failed ones, counted apart so that failures never push a good
 /// backup out; never one that a Database of the namespace restores from.
-pub(crate) fn beyond_keep(db: &Database, backups: &Store<DatabaseBackup>, databases: &Store<Database>) -> Vec<String> {
+/// Whether `backup` is a Completed backup in a bucket: its copy there goes before it does.
+fn in_a_bucket(backup: &DatabaseBackup) -> bool {
+    backup.spec.bucket.is_some() && backup.status.as_ref().and_then(|s| s.phase) == Some(BackupPhase::Completed)
+}
+
+pub(crate) fn beyond_keep(
+    db: &Database,
+    backups: &Store<DatabaseBackup>,
+    databases: &Store<Database>,
+) -> Vec<Arc<DatabaseBackup>> {
     let Some(schedule) = &db.spec.backup else { return Vec::new() };
     let keep = schedule.keep.unwrap_or(DEFAULT_KEEP) as usize;
     let restored_from = |b: &DatabaseBackup| !databases.by_index(index::BY_RESTORE_SOURCE, &key_of(b)).is_empty();
@@ -247,9 +268,7 @@ pub(crate) fn beyond_keep(db: &Database, backups: &Store<DatabaseBackup>, databa
     for phase in [BackupPhase::Completed, BackupPhase::Failed] {
         let of_phase: Vec<_> = ours.iter().filter(|b| b.status.as_ref().and_then(|s| s.phase) == Some(phase)).collect();
         let excess = of_phase.len().saturating_sub(keep);
-        doomed.extend(
-            of_phase.into_iter().take(excess).filter(|b| !restored_from(b)).filter_map(|b| b.metadata.name.clone()),
-        );
+        doomed.extend(of_phase.into_iter().take(excess).filter(|b| !restored_from(b)).cloned());
     }
     doomed
 }
@@ -259,6 +278,10 @@ mod tests {
     use super::*;
     use crate::api::{BackupSchedule, DatabaseSpec, DatabaseStatus, EngineKind, Size};
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+    fn names(backups: Vec<Arc<DatabaseBackup>>) -> Vec<String> {
+        backups.iter().filter_map(|b| b.metadata.name.clone()).collect()
+    }
 
     fn at(seconds: i64) -> Time {
         Time(Timestamp::UNIX_EPOCH + SignedDuration::from_secs(seconds))
@@ -365,7 +388,7 @@ mod tests {
             taken(&db, 18000, failed),
         ];
         let (backups, databases) = stores(backups, vec![db.clone()]);
-        assert_eq!(beyond_keep(&db, &backups, &databases), ["orders-19700101030000"], "the oldest failure only");
+        assert_eq!(names(beyond_keep(&db, &backups, &databases)), ["orders-19700101030000"], "the oldest failure only");
     }
 
     #[test]
@@ -384,7 +407,7 @@ mod tests {
         // The first one, had it stayed, would rotate its own but never the restore source.
         let mut first = first;
         first.spec.backup.as_mut().unwrap().keep = Some(1);
-        assert_eq!(beyond_keep(&first, &store, &databases), ["orders-19700101020000"]);
+        assert_eq!(names(beyond_keep(&first, &store, &databases)), ["orders-19700101020000"]);
     }
 
     #[test]

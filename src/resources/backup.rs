@@ -171,18 +171,48 @@ pub(crate) fn bucket_job(
         volumes: Some([Some(volume), bucket::ca_volume(stored)].into_iter().flatten().collect()),
         ..pod_spec(engine)
     };
-    let refused = PodFailurePolicy {
+    dump_job(backup, pod, Some(refused(UPLOAD_CONTAINER)))
+}
+
+/// The label of a DatabaseBackup in a bucket that its schedule's `keep` let go: the backup
+/// controller deletes its folder in the bucket, then the DatabaseBackup.
+pub(crate) const EXPIRED_LABEL: &str = "example.com/expired";
+
+/// The container of an expiry Job.
+pub(crate) const EXPIRE_CONTAINER: &str = "expire";
+
+/// The name of `backup`'s expiry Job.
+pub(crate) fn expire_job_name(backup: &DatabaseBackup) -> String {
+    super::meta::derived_name(backup.metadata.name.as_deref().unwrap_or_default(), "expire")
+}
+
+/// The Job that deletes `backup`'s folder of `stored` (`bucket delete`, from `tools_image`, the
+/// operator's own), run as `engine`'s user as the backup's Job was. A refusal (a key that may
+/// no longer delete) fails it at once.
+pub(crate) fn expire_job(backup: &DatabaseBackup, stored: &Stored, engine: &dyn Engine, tools_image: &str) -> Job {
+    let pod = PodSpec {
+        containers: vec![bucket::transfer(EXPIRE_CONTAINER, tools_image, "delete", stored, &[])],
+        volumes: Some(bucket::ca_volume(stored).into_iter().collect()),
+        ..pod_spec(engine)
+    };
+    let mut job = dump_job(backup, pod, Some(refused(EXPIRE_CONTAINER)));
+    job.metadata.name = Some(expire_job_name(backup));
+    job
+}
+
+/// The pod failure policy that fails a Job at once when `container` exits with a refusal.
+fn refused(container: &str) -> PodFailurePolicy {
+    PodFailurePolicy {
         rules: vec![PodFailurePolicyRule {
             action: "FailJob".into(),
             on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
-                container_name: Some(UPLOAD_CONTAINER.into()),
+                container_name: Some(container.into()),
                 operator: "In".into(),
                 values: vec![i32::from(crate::bucket::EXIT_REFUSED)],
             }),
             on_pod_conditions: None,
         }],
-    };
-    dump_job(backup, pod, Some(refused))
+    }
 }
 
 /// The container of a dump Job that dumps.
@@ -270,6 +300,30 @@ pub(crate) mod tests {
         let db = Database::new("orders", DatabaseSpec::new(Size::Small, image).with_engine(kind));
         let made = claim(&backup(uid, policy), &db, engine::of(kind), image);
         PersistentVolumeClaimView { metadata: made.metadata, ..Default::default() }
+    }
+
+    #[test]
+    fn an_expiry_job_deletes_the_backup_s_folder_with_the_bucket_s_keys_and_touches_no_file() {
+        let bucket = crate::api::Bucket {
+            endpoint: "http://s3.example".into(),
+            name: "backups".into(),
+            credentials_secret: "s3-keys".into(),
+            ..Default::default()
+        };
+        let stored = Stored { bucket, folder: "shop/nightly".into() };
+        let job = expire_job(&backup("uid-1", None), &stored, engine::of(EngineKind::Postgres), "operator:1");
+        assert_eq!(job.metadata.name.as_deref(), Some("nightly-expire"));
+        assert_eq!(job.metadata.owner_references.as_ref().unwrap()[0].uid, "uid-1", "gone with its backup");
+        let spec = job.spec.unwrap();
+        let rule = &spec.pod_failure_policy.unwrap().rules[0];
+        assert_eq!(rule.on_exit_codes.as_ref().unwrap().container_name.as_deref(), Some(EXPIRE_CONTAINER));
+        let pod = spec.template.spec.unwrap();
+        let container = &pod.containers[0];
+        let args = container.args.as_ref().unwrap().join(" ");
+        assert!(args.starts_with("bucket delete --endpoint http://s3.example --bucket backups --folder shop/nightly"));
+        assert!(!args.contains("--file"), "{args}");
+        assert_eq!(container.volume_mounts.as_deref(), Some(&[][..]), "no scratch volume");
+        assert_eq!(pod.volumes.as_deref(), Some(&[][..]));
     }
 
     #[test]

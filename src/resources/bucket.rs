@@ -57,8 +57,12 @@ pub(crate) fn transfer(name: &str, image: &str, verb: &str, stored: &Stored, ext
     flag("bucket", &bucket.name);
     flag("folder", &stored.folder);
     flag("region", bucket.region.as_deref().unwrap_or("us-east-1"));
-    flag("file", DUMP_FILE);
-    let mut mounts = vec![scratch_volume().1];
+    // A put or a get moves the dump in the scratch volume; a delete touches no file.
+    let mut mounts = Vec::new();
+    if verb != "delete" {
+        flag("file", DUMP_FILE);
+        mounts.push(scratch_volume().1);
+    }
     if bucket.ca_secret.is_some() {
         flag("ca-file", &format!("{CA_DIR}/{CA_KEY}"));
         mounts.push(VolumeMount {

@@ -11,19 +11,20 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use database_operator::api::{self as backup, BackupPhase, Bucket, Database, DatabaseBackup, DatabaseSpec};
 use database_operator::api::{EngineKind, RestoreFrom, Size};
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube_client::Client;
-use kube_client::api::{Api, PostParams};
+use kube_client::api::{Api, Patch, PatchParams, PostParams};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::{ClientOptions, ObjectStore as _, ObjectStoreExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::backups::finished;
-use crate::common::{Nodes, Operator, TestNamespace, client, images, install_crd, psql};
+use crate::common::{Nodes, Operator, TestNamespace, client, images, install_crd, psql, wait_until};
 use crate::data::ready;
 
 /// An object store of the test's own (hack/object-store.sh: SeaweedFS with a bucket `backups`),
@@ -386,5 +387,56 @@ async fn the_crd_refuses_a_bucket_it_cannot_use_naming_the_rule() {
         let err =
             api.create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.expect_err("refused");
         assert!(err.to_string().contains(rule), "{spec}: {err}");
+    }
+}
+
+/// Retention reaches the bucket: a schedule keeping one backup in a bucket deletes, with each
+/// DatabaseBackup it lets go, that backup's folder there (manifest and dump); the backup it
+/// keeps is whole there.
+#[tokio::test]
+async fn a_schedule_s_keep_deletes_the_copies_in_the_bucket_of_the_backups_it_lets_go() {
+    let client = client().await;
+    install_crd(&client).await;
+    let store = ObjectStore::start("bucket-keep", false).await;
+    let ns = TestNamespace::create_restricted(&client, "bucket-keep", Nodes::Real(1)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    bucket_secrets(&client, &ns.name, &store, "bucket-keys", None).await;
+    let databases = orders(&client, &ns.name, 1000).await;
+    let bucket = serde_json::to_value(store.spec("backups", "bucket-keys")).unwrap();
+    let schedule = serde_json::json!({"spec": {"backup": {"schedule": "*/15 * * * * *", "keep": 1, "bucket": bucket}}});
+    databases.patch("orders", &PatchParams::default(), &Patch::Merge(&schedule)).await.unwrap();
+
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let gone = wait_until("two scheduled backups let go", Duration::from_secs(300), || {
+        let (backups, seen) = (&backups, &seen);
+        async move {
+            let now: std::collections::BTreeSet<String> = backups
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|b| b.metadata.name)
+                .collect();
+            let mut seen = seen.lock().unwrap();
+            seen.extend(now.iter().cloned());
+            let gone: Vec<String> = seen.difference(&now).cloned().collect();
+            (gone.len() >= 2).then_some(gone)
+        }
+    })
+    .await;
+    println!("[figure] let go: {gone:?}");
+    for name in &gone {
+        let left = store.list("backups", &format!("{}/{name}", ns.name)).await;
+        assert!(left.is_empty(), "{name} was let go, and its folder still holds {left:?}");
+    }
+    // What stays is whole: every Completed backup's folder has its manifest and dump.
+    for backup in backups.list(&Default::default()).await.unwrap() {
+        let (name, status) = (backup.metadata.name.unwrap(), backup.status.unwrap_or_default());
+        if status.phase == Some(BackupPhase::Completed) {
+            let listed = store.list("backups", &format!("{}/{name}", ns.name)).await;
+            assert_eq!(listed.len(), 2, "{name}: {listed:?}");
+        }
     }
 }

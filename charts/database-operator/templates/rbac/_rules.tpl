@@ -20,11 +20,12 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
   resources: ["databases/finalizers", "databasebackups/finalizers"]
   verbs: ["update"]
 # DatabaseBackups: read through the informer; created by the Database controller (schedules,
-# a backup before an upgrade) and deleted beyond spec.backup.keep; their status is written
-# by the backup controller.
+# a backup before an upgrade) and deleted beyond spec.backup.keep (one in a bucket is labelled
+# expired, a patch, and deleted by the backup controller once its copy is); their status is
+# written by the backup controller.
 - apiGroups: ["example.com"]
   resources: ["databasebackups"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "delete", "patch"]
 - apiGroups: ["example.com"]
   resources: ["databasebackups/status"]
   verbs: ["patch"]
