@@ -91,6 +91,10 @@ pub enum Command {
         /// The image that dumped (recorded in the manifest).
         #[arg(long)]
         image: String,
+        /// The major version of the image that dumped, when its tag names one (recorded in the
+        /// manifest; a restore by an older major version is refused).
+        #[arg(long)]
+        major: Option<String>,
         /// Where the receipt goes (the container's termination message).
         #[arg(long, default_value = "/dev/termination-log")]
         receipt: PathBuf,
@@ -106,6 +110,10 @@ pub enum Command {
         /// The engine the dump must be of.
         #[arg(long)]
         engine: String,
+        /// The major version of the image that will load the dump: a dump made by a newer major
+        /// version is refused.
+        #[arg(long)]
+        major: Option<String>,
     },
     /// Delete a backup's folder: its manifest first (it is no longer listed as a backup), then
     /// the rest. A folder already gone is fine.
@@ -124,6 +132,9 @@ pub struct Manifest {
     pub engine: String,
     /// The image that dumped.
     pub image: String,
+    /// The major version of the image that dumped, when its tag names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major: Option<String>,
     /// The size of `dump.gz`, in bytes.
     pub size: u64,
     /// The SHA-256 of `dump.gz`, in hex.
@@ -171,9 +182,9 @@ pub async fn run(command: Command) -> Result<(), Error> {
     // The TLS of the HTTP client: ring, the crypto the rest of the binary uses.
     let _ = rustls::crypto::CryptoProvider::install_default(rustls::crypto::ring::default_provider());
     match command {
-        Command::Put { location, file, engine, image, receipt } => {
+        Command::Put { location, file, engine, image, major, receipt } => {
             // The receipt file holds the error when there is one: the pod's last words.
-            let written = match put(&location, &file, &engine, &image).await {
+            let written = match put(&location, &file, &engine, &image, major).await {
                 Ok(done) => serde_json::to_string(&done).map_err(|e| Error::Failed(e.to_string())),
                 Err(e) => Err(e),
             };
@@ -186,7 +197,7 @@ pub async fn run(command: Command) -> Result<(), Error> {
             println!("{}", written?);
             Ok(())
         }
-        Command::Get { location, file, engine } => get(&location, &file, &engine).await,
+        Command::Get { location, file, engine, major } => get(&location, &file, &engine, major.as_deref()).await,
         Command::Delete { location } => delete(&location).await,
     }
 }
@@ -290,7 +301,13 @@ fn server_words(text: &str) -> String {
     }
 }
 
-async fn put(location: &Location, file: &Path, engine: &str, image: &str) -> Result<Receipt, Error> {
+async fn put(
+    location: &Location,
+    file: &Path,
+    engine: &str,
+    image: &str,
+    major: Option<String>,
+) -> Result<Receipt, Error> {
     let store = Arc::new(store(location)?);
     let manifest_path = object(location, MANIFEST_OBJECT);
     // A GET, not a HEAD: a refusal's answer has a body that says why.
@@ -316,7 +333,7 @@ async fn put(location: &Location, file: &Path, engine: &str, image: &str) -> Res
         }
     };
     writer.finish().await.map_err(|e| reason("uploading the dump", e))?;
-    let manifest = Manifest { engine: engine.into(), image: image.into(), size, sha256: sha256.clone() };
+    let manifest = Manifest { engine: engine.into(), image: image.into(), major, size, sha256: sha256.clone() };
     let json = serde_json::to_vec(&manifest).map_err(|e| Error::Failed(e.to_string()))?;
     store.put(&manifest_path, PutPayload::from(json)).await.map_err(|e| reason("writing the manifest", e))?;
     Ok(Receipt { location: url(&location.bucket, &location.folder), size, sha256 })
@@ -353,7 +370,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-async fn get(location: &Location, file: &Path, engine: &str) -> Result<(), Error> {
+async fn get(location: &Location, file: &Path, engine: &str, major: Option<&str>) -> Result<(), Error> {
     let store = store(location)?;
     let at = url(&location.bucket, &location.folder);
     let bytes = store
@@ -375,6 +392,9 @@ async fn get(location: &Location, file: &Path, engine: &str) -> Result<(), Error
             "{at} holds a {} dump, and this Database's engine is {engine}: nothing was restored",
             manifest.engine
         )));
+    }
+    if let Some(refusal) = major.and_then(|major| too_new(&manifest, major)) {
+        return Err(Error::Refused(format!("{at} holds {refusal}")));
     }
     let mut body =
         store.get(&object(location, DUMP_OBJECT)).await.map_err(|e| reason("reading the dump", e))?.into_stream();
@@ -405,6 +425,20 @@ async fn get(location: &Location, file: &Path, engine: &str) -> Result<(), Error
     Ok(())
 }
 
+/// Why a dump of `manifest` cannot be loaded by a server of major version `serving`: made by a
+/// newer one (an older server cannot load a newer one's dump); none when it can, or when the
+/// manifest records no major version.
+fn too_new(manifest: &Manifest, serving: &str) -> Option<String> {
+    let dumped = manifest.major.as_deref()?;
+    crate::api::newer_major(dumped, serving).then(|| {
+        format!(
+            "a dump of {} (major version {dumped}), and this Database runs major version {serving}: an older server \
+             cannot load a newer one's dump, so nothing was restored. Set spec.image to major version {dumped} or later",
+            manifest.image
+        )
+    })
+}
+
 async fn delete(location: &Location) -> Result<(), Error> {
     let store = store(location)?;
     let gone = |result: Result<(), object_store::Error>, doing: &str| match result {
@@ -426,6 +460,21 @@ async fn delete(location: &Location) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dump_of_a_newer_major_version_is_refused_and_an_older_one_loads() {
+        let manifest = |image: &str, major: Option<&str>| Manifest {
+            engine: "postgres".into(),
+            image: image.into(),
+            major: major.map(String::from),
+            size: 1,
+            sha256: String::new(),
+        };
+        let refusal = too_new(&manifest("postgres:17.2", Some("17")), "15").unwrap();
+        assert!(refusal.contains("postgres:17.2 (major version 17)") && refusal.contains("runs major version 15"));
+        assert_eq!(too_new(&manifest("postgres:15", Some("15")), "17"), None, "a newer server loads an older dump");
+        assert_eq!(too_new(&manifest("postgres:latest", None), "15"), None, "a tag that named no version");
+    }
 
     #[test]
     fn an_s3_error_says_its_code_and_message_not_its_xml() {

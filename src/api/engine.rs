@@ -25,6 +25,13 @@ pub enum EngineKind {
     Redis,
 }
 
+/// Whether major version `a` is newer than `b`, compared number by number ("17" > "15",
+/// "8.4" > "8.0", "11.10" > "11.8").
+pub fn newer_major(a: &str, b: &str) -> bool {
+    let numbers = |v: &str| v.split('.').map(|n| n.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    numbers(a) > numbers(b)
+}
+
 impl EngineKind {
     /// Every engine.
     pub const ALL: [EngineKind; 4] = [EngineKind::Postgres, EngineKind::Mysql, EngineKind::Mariadb, EngineKind::Redis];

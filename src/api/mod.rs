@@ -37,7 +37,7 @@ pub use bucket::{ACCESS_KEY_ID_KEY, Bucket, CA_KEY, SECRET_ACCESS_KEY_KEY};
 pub use crd::{CRD_YAML_HEADER, backup_crd, backup_crd_yaml, crd, crd_yaml};
 pub use credentials::Credentials;
 pub use database::*;
-pub use engine::EngineKind;
+pub use engine::{EngineKind, newer_major};
 pub use schedule::{BackupSchedule, DEFAULT_KEEP, RestoreFrom};
 pub use storage::{ReclaimPolicy, Storage};
 pub use upgrade::{DEFAULT_TIMEOUT, UpgradePolicy, UpgradeSpec, UpgradeState, UpgradeStatus};

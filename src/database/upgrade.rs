@@ -125,12 +125,7 @@ fn rolling(spec: &UpgradeSpec, mut upgrade: UpgradeStatus, now: &Time, same_majo
     Plan { image, upgrade: Some(upgrade), recheck_after: None }
 }
 
-/// Whether major version `a` is newer than `b`, compared number by number ("17" > "15",
-/// "8.4" > "8.0", "11.10" > "11.8").
-pub(crate) fn newer(a: &str, b: &str) -> bool {
-    let numbers = |v: &str| v.split('.').map(|n| n.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
-    numbers(a) > numbers(b)
-}
+pub(crate) use crate::engine::newer;
 
 /// Whether `image`'s tag starts with a version number (`17`, `17.2-alpine`; not `latest`,
 /// `alpine`, a digest or no tag).

@@ -111,6 +111,8 @@ pub(crate) trait Engine: Send + Sync {
     }
 }
 
+pub(crate) use crate::api::newer_major as newer;
+
 /// The major version of `image` for `engine`, if its tag says it.
 pub(crate) fn major(engine: &dyn Engine, image: &str) -> Option<String> {
     engine.major_version(tag(image)?)

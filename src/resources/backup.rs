@@ -163,8 +163,10 @@ pub(crate) fn bucket_job(
     tools_image: &str,
 ) -> Job {
     let (volume, mount) = bucket::scratch_volume();
-    let upload =
-        bucket::transfer(UPLOAD_CONTAINER, tools_image, "put", stored, &["--engine", engine.name(), "--image", image]);
+    let major = engine::major(engine, image);
+    let mut args = vec!["--engine", engine.name(), "--image", image];
+    args.extend(major.as_deref().map(|major| ["--major", major]).into_iter().flatten());
+    let upload = bucket::transfer(UPLOAD_CONTAINER, tools_image, "put", stored, &args);
     let pod = PodSpec {
         init_containers: Some(vec![dump_container(db, engine, image, mount)]),
         containers: vec![upload],

@@ -52,7 +52,12 @@ pub(crate) fn with_restore(deployment: &mut Deployment, engine: &dyn Engine, sou
     let (backup_volume, backup_mount) = match source {
         Source::Claim(claim) => backup_volume(claim, true),
         Source::Bucket { stored, tools_image } => {
-            let container = bucket::transfer(FETCH_CONTAINER, tools_image, "get", stored, &["--engine", engine.name()]);
+            // The server's major version, against the dump's (the manifest's).
+            let image = pod.containers[0].image.clone().unwrap_or_default();
+            let major = engine::major(engine, &image);
+            let mut args = vec!["--engine", engine.name()];
+            args.extend(major.as_deref().map(|major| ["--major", major]).into_iter().flatten());
+            let container = bucket::transfer(FETCH_CONTAINER, tools_image, "get", stored, &args);
             fetch = Some(Container { termination_message_policy: Some(engine::LAST_WORDS.into()), ..container });
             pod.volumes.get_or_insert_with(Vec::new).extend(bucket::ca_volume(stored));
             bucket::scratch_volume()
