@@ -33,7 +33,8 @@ pub struct UpgradeSpec {
     pub allow_major: Option<bool>,
 
     /// Take a DatabaseBackup of the running database, and wait for it to complete, before
-    /// rolling a new image (a Database with an engine).
+    /// rolling a new image (a Database with an engine); in spec.backup.bucket when the schedule
+    /// names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_first: Option<bool>,
 }

@@ -298,9 +298,7 @@ impl DatabaseReconciler {
             pre_upgrade.as_ref().map(|b| b.status.as_ref().and_then(|s| s.phase).unwrap_or(BackupPhase::Pending));
         let plan = upgrade::plan(db, pass.engine, live.as_deref(), &pass.now, phase);
         if plan.upgrade.as_ref().is_some_and(|u| u.state == UpgradeState::BackingUp) && pre_upgrade.is_none() {
-            let mut backup = crate::api::backup(&backup_name, &pass.name());
-            backup.metadata.namespace.clone_from(&db.metadata.namespace);
-            self.create_backup(pass, &backup).await?;
+            self.create_backup(pass, &upgrade::pre_upgrade_backup(db, &backup_name)).await?;
         }
         Ok(plan)
     }

@@ -133,6 +133,15 @@ pub(crate) fn names_a_version(image: &str) -> bool {
     tag(image).is_some_and(|tag| crate::engine::leading_version(tag, 1).is_some())
 }
 
+/// The backup `name` taken before upgrading `db`: where the schedule keeps its backups (a
+/// bucket's is off the cluster), else in a claim.
+pub(crate) fn pre_upgrade_backup(db: &Database, name: &str) -> crate::api::DatabaseBackup {
+    let mut backup = crate::api::backup(name, db.metadata.name.as_deref().unwrap_or_default());
+    backup.metadata.namespace.clone_from(&db.metadata.namespace);
+    backup.spec.bucket = db.spec.backup.as_ref().and_then(|schedule| schedule.bucket.clone());
+    backup
+}
+
 /// The name of the backup taken before upgrading `db` to `target`.
 pub(crate) fn pre_upgrade_backup_name(db: &Database, target: &str) -> String {
     // A short, stable digest of the target: one backup per upgrade, a valid name whatever
@@ -162,6 +171,23 @@ mod tests {
 
     fn pg() -> Option<&'static dyn Engine> {
         Some(of(EngineKind::Postgres))
+    }
+
+    #[test]
+    fn the_backup_before_an_upgrade_goes_where_the_schedule_keeps_its_backups() {
+        let mut db = database("postgres:17.3", Some("postgres:17.2"), None);
+        db.metadata.namespace = Some("shop".into());
+        let in_a_claim = pre_upgrade_backup(&db, "orders-before");
+        assert_eq!((in_a_claim.spec.database.as_str(), in_a_claim.spec.bucket), ("orders", None));
+        let bucket = crate::api::Bucket { name: "backups".into(), ..Default::default() };
+        db.spec.backup = Some(Box::new(crate::api::BackupSchedule {
+            schedule: "0 3 * * *".into(),
+            keep: None,
+            bucket: Some(bucket.clone()),
+            verify: None,
+        }));
+        let off = pre_upgrade_backup(&db, "orders-before");
+        assert_eq!((off.metadata.namespace.as_deref(), off.spec.bucket), (Some("shop"), Some(bucket)));
     }
 
     #[test]
