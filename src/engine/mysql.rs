@@ -134,8 +134,10 @@ impl Engine for MysqlFamily {
     }
 }
 
-/// Counts the rows of the INSERT statements of `/backup/dump`.
-const COUNT_DUMP: &str = r#"awk '/^INSERT INTO / { gsub(/\047([^\047\\]|\\.)*\047/, ""); n += gsub(/\(/, "") } END { print n + 0 }' /backup/dump"#;
+/// Counts the rows of the INSERT statements of `/backup/dump`: from a line that starts one to
+/// the line that ends it with `;`, the tuples' opening parentheses outside quoted strings (the
+/// dump tools write a statement on one line, mysqldump, or a row a line, MariaDB 11's).
+const COUNT_DUMP: &str = r#"awk '/^INSERT INTO / { ins = 1 } ins { line = $0; gsub(/\047([^\047\\]|\\.)*\047/, "", line); n += gsub(/\(/, "", line); if (line ~ /;[[:space:]]*$/) ins = 0 } END { print n + 0 }' /backup/dump"#;
 
 /// The query that writes the query summing every base table's rows (CHAR(96) is the backquote
 /// that quotes a name, doubled inside one).
@@ -143,3 +145,31 @@ const COUNT_QUERY: &str = "SET SESSION group_concat_max_len = 1048576; SELECT CO
     COALESCE(GROUP_CONCAT(CONCAT(' + (SELECT COUNT(*) FROM ', CHAR(96), REPLACE(table_name, CHAR(96), \
     CONCAT(CHAR(96), CHAR(96))), CHAR(96), ')') SEPARATOR ''), '')) FROM information_schema.tables \
     WHERE table_schema = 'app' AND table_type = 'BASE TABLE'";
+
+#[cfg(test)]
+mod tests {
+    use super::COUNT_DUMP;
+
+    /// The rows [`COUNT_DUMP`] counts in `dump`, with the host's awk.
+    fn counted(dump: &str) -> String {
+        let file = std::env::temp_dir().join(format!("count-dump-{}.sql", std::process::id()));
+        std::fs::write(&file, dump).unwrap();
+        let script = COUNT_DUMP.replace("/backup/dump", file.to_str().unwrap());
+        let output = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn a_dump_s_rows_are_counted_in_either_tool_s_layout_whatever_their_strings_hold() {
+        // mysqldump: a statement on one line; MariaDB 11's dump: a row a line.
+        let one_line = "INSERT INTO `t` VALUES (1,'a(b'),(2,'it\\'s ),( x;'),(3,NULL);\n";
+        let a_row_a_line =
+            "LOCK TABLES `u` WRITE;\nINSERT INTO `u` VALUES\n(4,'\\\\'),\n(5,'x;'),\n(6,'(');\nUNLOCK TABLES;\n";
+        assert_eq!(counted(one_line), "3");
+        assert_eq!(counted(a_row_a_line), "3");
+        assert_eq!(counted(&format!("{one_line}-- (a comment)\n(7)\n{a_row_a_line}")), "6", "nothing outside INSERTs");
+        assert_eq!(counted("-- an empty database\n"), "0");
+    }
+}
