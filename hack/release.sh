@@ -8,7 +8,10 @@
 #                                       namespace, the RBAC, the admission policy and the
 #                                       Deployment, the image pinned by digest
 #   database-operator-VERSION.tgz       the Helm chart, its default image pinned by the same digest
-#   SHA256SUMS                          the checksums of the four
+#   kubectl-database-VERSION-linux-amd64
+#                                       the kubectl plugin (`kubectl database`), to copy onto PATH
+#                                       as kubectl-database
+#   SHA256SUMS                          the checksums of the five
 #
 # usage: hack/release.sh VERSION
 #
@@ -118,6 +121,12 @@ PY
 "$helm" template database-operator "$dist/database-operator-$version.tgz" | grep -q "image: $repository@$digest" ||
   die "the packaged chart does not render $repository@$digest"
 
-(cd "$dist" && sha256sum "database-operator-$version.oci.tar" crds.yaml install.yaml "database-operator-$version.tgz" >SHA256SUMS)
+log "building the kubectl plugin"
+plugin=kubectl-database-$version-linux-amd64
+cargo build --release --locked --bin kubectl-database
+cp target/release/kubectl-database "$dist/$plugin"
+[[ $("$dist/$plugin" --version) == "kubectl-database $version "* ]] || die "$dist/$plugin --version: not $version"
+
+(cd "$dist" && sha256sum "database-operator-$version.oci.tar" crds.yaml install.yaml "database-operator-$version.tgz" "$plugin" >SHA256SUMS)
 log "done:"
-(cd "$dist" && ls -l "database-operator-$version.oci.tar" crds.yaml install.yaml "database-operator-$version.tgz" SHA256SUMS) >&2
+(cd "$dist" && ls -l "database-operator-$version.oci.tar" crds.yaml install.yaml "database-operator-$version.tgz" "$plugin" SHA256SUMS) >&2

@@ -16,6 +16,8 @@
 //! - [`api`]: `Database` and `DatabaseBackup`, the single source of their CRDs.
 //! - [`operator`]: the informers, both controllers, the endpoints and the shutdown, assembled;
 //!   [`cli`]: the binary's flags.
+//! - [`plugin`]: `kubectl database`, the kubectl plugin (the `kubectl-database` binary):
+//!   backups, restores, a client shell and why a Database is not Ready, from a user's seat.
 //! - [`desired`]: what the operator wants a Database's children and status to be, for programs
 //!   that measure it against other writers (the benchmarks).
 //!
@@ -30,4 +32,5 @@ pub(crate) mod database;
 pub mod desired;
 pub(crate) mod engine;
 pub mod operator;
+pub mod plugin;
 pub(crate) mod resources;

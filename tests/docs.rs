@@ -58,6 +58,54 @@ fn assert_none(what: &str, problems: &[String]) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The kubectl plugin.
+
+/// Runs `kubectl-database args` in an empty environment; its exit status and stdout.
+fn plugin(args: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-database"))
+        .args(args)
+        .env_clear()
+        .output()
+        .expect("run kubectl-database");
+    (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Every verb of `kubectl database` answers `--help` (exit 0, its usage naming it, examples of
+/// it), and README.md's section on the plugin shows each in an example.
+#[test]
+fn every_verb_of_the_kubectl_plugin_has_help_and_an_example_in_the_readme() {
+    let (ok, help) = plugin(&["--help"]);
+    assert!(ok && help.contains("Usage: kubectl database "), "{help}");
+    let verbs: Vec<String> = help
+        .split("\nCommands:\n")
+        .nth(1)
+        .expect("--help lists the verbs")
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect();
+    assert_eq!(verbs, ["backup", "restore", "backups", "shell", "why"]);
+    let readme = read("README.md");
+    let section = section(&readme, "### The kubectl plugin", "README.md");
+    let mut problems = Vec::new();
+    for verb in &verbs {
+        let (ok, help) = plugin(&[verb, "--help"]);
+        if !ok || !help.contains(&format!("Usage: kubectl database {verb} ")) {
+            problems.push(format!("`kubectl database {verb} --help` exited {ok} and printed:\n{help}"));
+        }
+        if !help.contains("Examples:\n") || !help.contains(&format!("  kubectl database {verb} ")) {
+            problems.push(format!("`kubectl database {verb} --help` has no example of it"));
+        }
+        if !section.contains(&format!("kubectl database {verb} ")) {
+            problems.push(format!("README.md, ### The kubectl plugin, has no example of `kubectl database {verb}`"));
+        }
+    }
+    assert_none("the kubectl plugin's verbs", &problems);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Flags.
 
 /// README.md's table writes a default as clap prints it, in backticks. Where clap prints none,

@@ -5,7 +5,8 @@
 //! - a controller imports another controller (`database` and `backup` only meet in what lies
 //!   below both);
 //! - a module of the operator imports one above it: `api` < `engine` < `resources` <
-//!   `database`, `backup` < `desired`, `operator` < `cli`;
+//!   `database`, `backup` < `desired`, `operator`, `plugin` < `cli`;
+//! - a module imports the kubectl plugin (`plugin`: nothing depends on it);
 //! - a function of a reconcile (`src/database/`, `src/backup/`) is longer than
 //!   [`LONGEST_FUNCTION`] lines.
 //!
@@ -26,8 +27,14 @@ const LONGEST_FUNCTION: usize = 60;
 
 /// The operator's top-level modules, lowest first: each may import only those before it (and
 /// a controller not the other controller).
-const LAYERS: &[&[&str]] =
-    &[&["api"], &["engine", "bucket"], &["resources"], &["database", "backup"], &["desired", "operator"], &["cli"]];
+const LAYERS: &[&[&str]] = &[
+    &["api"],
+    &["engine", "bucket"],
+    &["resources"],
+    &["database", "backup"],
+    &["desired", "operator", "plugin"],
+    &["cli"],
+];
 
 type Module = Vec<String>;
 
@@ -287,6 +294,23 @@ fn the_operator_s_modules_import_only_downward_and_no_controller_imports_another
             .collect();
         assert!(below.contains("api") && below.contains("resources"), "{controller} imports {below:?}");
     }
+}
+
+/// The kubectl plugin stands beside the operator: it uses what lies below, and the operator
+/// never depends on it (a change to a verb never changes what the operator does).
+#[test]
+fn nothing_imports_the_kubectl_plugin() {
+    let imports = Crate::read("src").imports();
+    let importers: Vec<String> = imports
+        .iter()
+        .filter(|(from, targets)| {
+            from.first().is_none_or(|top| top != "plugin")
+                && targets.iter().any(|t| t.first().is_some_and(|top| top == "plugin"))
+        })
+        .map(|(from, _)| name(from))
+        .collect();
+    assert!(importers.is_empty(), "modules that import the plugin: {importers:?}");
+    assert!(imports.keys().any(|m| m.first().is_some_and(|top| top == "plugin")), "the plugin's sources were read");
 }
 
 #[test]

@@ -86,6 +86,13 @@ pub(crate) trait Engine: Send + Sync {
     /// The environment of the engine's client tools, with the credentials read from `secret`
     /// (the dump and the restore run them).
     fn client_env(&self, secret: &str) -> Vec<EnvVar>;
+    /// A shell script, run with `sh -c` in the database container itself (its own
+    /// environment: [`Engine::env`]), that opens the engine's command-line client on the
+    /// application's database as the application's user, its arguments (`"$@"`) passed on.
+    /// The password goes to the client through the environment variable the client reads
+    /// (PGPASSWORD, MYSQL_PWD, REDISCLI_AUTH), set from the container's own: never on a
+    /// command line. `kubectl database shell` runs it.
+    fn shell_script(&self) -> String;
     /// A shell script, run in the engine's own image, that dumps the database served at
     /// `$DATABASE_HOST` into `/backup/dump` with the engine's logical dump tool: written
     /// aside, checked with the engine's own means, then renamed, so that a dump that failed
@@ -264,6 +271,29 @@ mod tests {
             let engine = of(kind);
             assert_eq!(serde_json::to_value(kind).unwrap(), engine.name());
             assert!(engine.name().len() <= 15 && engine.port() > 0);
+        }
+    }
+
+    #[test]
+    fn every_engine_s_shell_hands_the_client_the_container_s_own_password_through_the_environment() {
+        let client_reads = ["PGPASSWORD", "MYSQL_PWD", "REDISCLI_AUTH"];
+        for kind in EngineKind::ALL {
+            let engine = of(kind);
+            let script = engine.shell_script();
+            let from_secret: Vec<String> = engine
+                .env("orders-credentials")
+                .into_iter()
+                .filter(|v| v.value_from.as_ref().and_then(|f| f.secret_key_ref.as_ref()).is_some())
+                .map(|v| v.name)
+                .collect();
+            // `NAME="$SECRET_VAR" exec client ... "$@"`: a variable of the client's, set from
+            // one the container has from its Secret, and the caller's arguments last.
+            let (assignment, rest) = script.split_once(' ').unwrap();
+            let (variable, value) = assignment.split_once('=').unwrap();
+            assert!(client_reads.contains(&variable), "{kind:?}: {script}");
+            let source = value.trim_matches('"').trim_start_matches('$');
+            assert!(from_secret.iter().any(|name| name == source), "{kind:?}: {source} is not from the Secret");
+            assert!(rest.starts_with("exec ") && rest.ends_with(r#""$@""#), "{kind:?}: {script}");
         }
     }
 

@@ -101,6 +101,11 @@ impl Engine for MysqlFamily {
         vec![from_secret("DATABASE_USER", secret, keys::USERNAME), from_secret("MYSQL_PWD", secret, keys::PASSWORD)]
     }
 
+    fn shell_script(&self) -> String {
+        let prefix = self.env_prefix;
+        format!(r#"MYSQL_PWD="${prefix}_PASSWORD" exec {} --user="${prefix}_USER" app "$@""#, self.client)
+    }
+
     // With the schema's routines, events and triggers; the tool's closing line ("-- Dump
     // completed") checks that the dump ran to its end.
     fn dump_script(&self) -> String {

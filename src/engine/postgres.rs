@@ -70,6 +70,12 @@ impl Engine for Postgres {
         vec![from_secret("PGUSER", secret, keys::USERNAME), from_secret("PGPASSWORD", secret, keys::PASSWORD)]
     }
 
+    // On the server's local socket, as the e2e tests' psql; the password is there for a
+    // pg_hba that asks for one.
+    fn shell_script(&self) -> String {
+        r#"PGPASSWORD="$DATABASE_PASSWORD" exec psql --username="$DATABASE_USER" --dbname=app "$@""#.into()
+    }
+
     // The archive's table of contents, read back by pg_restore, checks the dump.
     fn dump_script(&self) -> String {
         "pg_dump --host=\"$DATABASE_HOST\" --port=5432 --format=custom --file=/backup/dump.partial app \

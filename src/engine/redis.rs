@@ -63,6 +63,10 @@ impl Engine for Redis {
         vec![from_secret("REDISCLI_AUTH", secret, keys::PASSWORD)]
     }
 
+    fn shell_script(&self) -> String {
+        r#"REDISCLI_AUTH="$REDIS_PASSWORD" exec redis-cli "$@""#.into()
+    }
+
     // An RDB file starts with its magic, REDIS.
     fn dump_script(&self) -> String {
         "redis-cli -h \"$DATABASE_HOST\" -p 6379 --rdb /backup/dump.partial \

@@ -16,6 +16,7 @@ mod limits;
 mod monitoring;
 mod operator;
 mod plane;
+mod plugin;
 mod priority;
 mod protection;
 mod rbac;
