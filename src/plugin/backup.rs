@@ -8,7 +8,7 @@ use kube_client::api::PostParams;
 
 use super::args::BackupArgs;
 use super::error::Error;
-use super::run::{Look, Target, wait};
+use super::target::{Look, Target, wait};
 use crate::api::{BackupPhase, Bucket, Database, DatabaseBackup, VerificationResult};
 use crate::resources::meta::derived_name;
 

@@ -8,7 +8,7 @@ use kube_client::api::ListParams;
 use super::args::{BackupsArgs, Output};
 use super::error::Error;
 use super::format::{NOTHING, age, bytes, table};
-use super::run::Target;
+use super::target::Target;
 use crate::api::DatabaseBackup;
 
 /// The columns of the table.

@@ -40,6 +40,7 @@ mod list;
 mod restore;
 mod run;
 mod shell;
+mod target;
 mod why;
 
 pub use args::{BackupArgs, BackupsArgs, Cli, Output, RestoreArgs, ShellArgs, Verb, WhyArgs};

@@ -10,7 +10,7 @@ use kube_client::api::PostParams;
 
 use super::args::RestoreArgs;
 use super::error::Error;
-use super::run::{Look, Target, wait};
+use super::target::{Look, Target, wait};
 use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseSpec, Phase, RestoreFrom, Size, Storage};
 
 /// The Database `to`, restored from `backup`: its engine, image and size those of `source`

@@ -19,7 +19,7 @@ use kube_client::api::ListParams;
 use super::args::ShellArgs;
 use super::error::Error;
 use super::format::shell_quoted;
-use super::run::Target;
+use super::target::Target;
 use crate::api::Database;
 use crate::engine::{self, Engine};
 use crate::resources::meta::instance_selector;

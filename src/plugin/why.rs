@@ -17,7 +17,7 @@ use super::args::WhyArgs;
 use super::error::Error;
 use super::format::{age, table};
 use super::list::of_database;
-use super::run::Target;
+use super::target::Target;
 use crate::api::{Database, DatabaseBackup, Phase};
 use crate::resources::meta::instance_selector;
 

@@ -188,7 +188,7 @@ async fn a_backup_in_a_bucket_is_whole_there_and_restores_in_another_namespace_o
     let client = client().await;
     install_crd(&client).await;
     let store = ObjectStore::start("bucket-dr", true).await;
-    let ns = TestNamespace::create_restricted(&client, "bucket-dr", Nodes::Real(1)).await;
+    let ns = TestNamespace::create_restricted(&client, "bucket-dr", Nodes::Real(2)).await;
     let _operator = Operator::start(&client, &ns.name);
     bucket_secrets(&client, &ns.name, &store, "bucket-keys", None).await;
     orders(&client, &ns.name, 20_000).await;
