@@ -123,8 +123,13 @@ PY
 
 log "building the kubectl plugin"
 plugin=kubectl-database-$version-linux-amd64
-cargo build --release --locked --bin kubectl-database
-cp target/release/kubectl-database "$dist/$plugin"
+# Static, and built as the image's binary was (its target, flags and revision): the crate and its
+# dependencies are compiled once for both, and the plugin runs on any x86_64 Linux.
+triple=x86_64-unknown-linux-gnu
+CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+  GIT_REVISION=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown) \
+  cargo build --release --locked --bin kubectl-database --target "$triple"
+cp "target/$triple/release/kubectl-database" "$dist/$plugin"
 [[ $("$dist/$plugin" --version) == "kubectl-database $version "* ]] || die "$dist/$plugin --version: not $version"
 
 (cd "$dist" && sha256sum "database-operator-$version.oci.tar" crds.yaml install.yaml "database-operator-$version.tgz" "$plugin" >SHA256SUMS)
