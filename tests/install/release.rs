@@ -1,6 +1,7 @@
 //! `hack/release.sh VERSION`: crds.yaml and install.yaml are what `kubectl kustomize
 //! manifests/` renders with the image pinned by the digest of the image archive it writes
-//! beside them, the CRDs alone in crds.yaml; the packaged chart defaults to the same image.
+//! beside them, the CRDs alone in crds.yaml; the packaged chart defaults to the same image; the
+//! kubectl plugin is one binary that runs as it is.
 
 use crate::{run, user_command};
 
@@ -57,7 +58,12 @@ fn the_release_pins_the_image_by_the_digest_of_its_archive_in_install_yaml_and_t
     let (rendered, _) = run(&helm(), &["template", "database-operator", chart.to_str().unwrap()], None);
     assert!(rendered.contains(&format!("image: {pinned}\n")), "{rendered}");
 
+    // The kubectl plugin: one binary that runs here as it is.
+    let plugin = dist.join(format!("kubectl-database-{version}-linux-amd64"));
+    let (help, _) = run(plugin.to_str().unwrap(), &["--help"], None);
+    assert!(help.contains("backup") && help.contains("restore") && help.contains("why"), "{help}");
+
     let (sums, _) = run("sh", &["-c", &format!("cd '{}' && sha256sum --check SHA256SUMS", dist.display())], None);
-    assert_eq!(sums.lines().filter(|l| l.ends_with(": OK")).count(), 4, "{sums}");
+    assert_eq!(sums.lines().filter(|l| l.ends_with(": OK")).count(), 5, "{sums}");
     std::fs::remove_dir_all(dist).unwrap();
 }
