@@ -118,7 +118,10 @@ assert n == d == 1, "values.yaml has no image.repository or image.digest line"
 open(path, "w").write(text)
 PY
 "$helm" package "$chart" --version "$version" --app-version "$version" --destination "$dist" >/dev/null
-"$helm" template database-operator "$dist/database-operator-$version.tgz" | grep -q "image: $repository@$digest" ||
+# Rendered whole before the search: `grep -q` stops at the first match, and helm, still
+# writing, would die of SIGPIPE and fail the pipeline (pipefail) by chance.
+rendered=$("$helm" template database-operator "$dist/database-operator-$version.tgz")
+grep -q "image: $repository@$digest" <<<"$rendered" ||
   die "the packaged chart does not render $repository@$digest"
 
 log "building the kubectl plugin"
