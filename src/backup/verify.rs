@@ -92,8 +92,7 @@ impl BackupReconciler {
             return Ok(Action::Done);
         }
         if !verify::is_throwaway_of(&throwaway, backup) {
-            let message = format!("Database {name:?} exists and is not this backup's throwaway: nothing was verified");
-            return self.conclude(backup, status, Outcome::failed(message), report).await;
+            return self.conclude(backup, status, not_ours(&name), report).await;
         }
         let verified = status.verified.get_or_insert_with(Verification::default);
         let created = throwaway.metadata.creation_timestamp.clone().map(|t| t.0);
@@ -133,8 +132,7 @@ impl BackupReconciler {
         let namespace = backup.metadata.namespace.as_deref().unwrap_or_default();
         let verified = status.verified.get_or_insert_with(Verification::default);
         if let Some(started) = &verified.start_time {
-            let since =
-                Duration::from_secs(u64::try_from(Timestamp::now().as_second() - started.0.as_second()).unwrap_or(0));
+            let since = between(started.0, Timestamp::now());
             if since < GONE_GRACE {
                 return Ok(Action::RequeueAfter(GONE_GRACE - since));
             }
@@ -145,11 +143,7 @@ impl BackupReconciler {
         match self.writer.create(&verify::throwaway(backup, source.as_deref(), kind, image)).await {
             Ok(Created::New) => report.normal("Verifying", format!("restoring the backup into Database {name}")),
             Ok(Created::Existed(meta)) if is_controlled_by(&meta, backup) => {}
-            Ok(Created::Existed(_)) => {
-                let message =
-                    format!("Database {name:?} exists and is not this backup's throwaway: nothing was verified");
-                return self.conclude(backup, status, Outcome::failed(message), report).await;
-            }
+            Ok(Created::Existed(_)) => return self.conclude(backup, status, not_ours(&name), report).await,
             Err(source) => return Err(Error::new(format!("creating Database {namespace}/{name}"), source)),
         }
         verified.start_time = Some(Time(Timestamp::now()));
@@ -247,6 +241,16 @@ impl BackupReconciler {
     }
 }
 
+/// The outcome when the throwaway's name `name` is held by a Database that is not the backup's.
+fn not_ours(name: &str) -> Outcome {
+    Outcome::failed(format!("Database {name:?} exists and is not this backup's throwaway: nothing was verified"))
+}
+
+/// The whole seconds from `from` to `to`; none when `to` is earlier.
+fn between(from: Timestamp, to: Timestamp) -> Duration {
+    Duration::from_secs(u64::try_from(to.as_second() - from.as_second()).unwrap_or(0))
+}
+
 fn ready_condition(db: &Database) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     db.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
 }
@@ -263,9 +267,7 @@ fn waiting(throwaway: &Database, created: Option<Timestamp>, now: Timestamp) -> 
              deleted: to read the restore's own words, restore the backup into a Database of your own)"
         ));
     }
-    let elapsed = created.map_or(Duration::ZERO, |created| {
-        Duration::from_secs(u64::try_from(now.as_second() - created.as_second()).unwrap_or(0))
-    });
+    let elapsed = created.map_or(Duration::ZERO, |created| between(created, now));
     if elapsed >= RESTORE_DEADLINE {
         let deadline = humantime::format_duration(RESTORE_DEADLINE);
         return Err(format!("the throwaway Database {name} was not Ready {deadline} after its creation: {said}"));
