@@ -152,10 +152,7 @@ async fn operator_works_with_the_least_privilege_role_and_never_logs_its_token()
     assert!(output.contains("became leader"), "leader election worked with the Role");
     // An RBAC refusal: a 403 whose message says who cannot do what. (A 422 "Forbidden" field
     // error, such as a server refusing streaming lists, is not one.)
-    let forbidden: Vec<&str> = output
-        .lines()
-        .filter(|l| l.contains("code: 403") || l.contains("code 403") || l.contains(" cannot "))
-        .collect();
+    let forbidden: Vec<&str> = output.lines().filter(|l| is_rbac_refusal(l)).collect();
     assert!(forbidden.is_empty(), "the Role lacks a permission: {forbidden:#?}");
     assert!(!output.contains("ValidatingAdmissionPolicy"), "the operator's limits refused a write: {output}");
     // No token (the operator's own, or a scraper's), nor its signature alone, may appear.
@@ -228,16 +225,27 @@ async fn the_operator_watches_exactly_its_namespaces_with_a_role_in_each_and_not
     drop(operator);
     let output = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let refused: Vec<&str> = output
-        .lines()
-        .filter(|l| {
-            l.contains("code: 403")
-                || l.contains("code 403")
-                || l.contains(" cannot ")
-                || l.contains("ValidatingAdmissionPolicy")
-        })
-        .collect();
+    let refused: Vec<&str> =
+        output.lines().filter(|l| is_rbac_refusal(l) || l.contains("ValidatingAdmissionPolicy")).collect();
     assert!(refused.is_empty(), "a request was refused: {refused:#?}");
+}
+
+/// A log line that reports an RBAC refusal: a 403, or the apiserver's "is forbidden: User ...
+/// cannot ..." message. A 409 "Operation cannot be fulfilled" (the writer's create-only apply
+/// meeting an object its cache had not shown yet) is not one, nor is a 422 "Forbidden" field
+/// error.
+fn is_rbac_refusal(line: &str) -> bool {
+    line.contains("code: 403") || line.contains("code 403") || line.contains("is forbidden: User")
+}
+
+#[test]
+fn a_conflict_is_not_an_rbac_refusal_and_a_forbidden_answer_is() {
+    let conflict = r#"Unsuccessful: Status { status: Some(Failure), code: 409, message: \"Operation cannot be fulfilled on services \\\"orders\\\": the object has been modified; please apply your changes to the latest version and try again\", reason: \"Conflict\" }"#;
+    let forbidden = r#"Unsuccessful: Status { status: Some(Failure), code: 403, message: \"jobs.batch is forbidden: User \\\"system:serviceaccount:ns:operator\\\" cannot create resource \\\"jobs\\\" in API group \\\"batch\\\" in the namespace \\\"default\\\"\", reason: \"Forbidden\" }"#;
+    let message_only = r#"watch failed: databases.example.com is forbidden: User \"system:serviceaccount:ns:operator\" cannot watch resource"#;
+    assert!(!is_rbac_refusal(conflict));
+    assert!(is_rbac_refusal(forbidden));
+    assert!(is_rbac_refusal(message_only));
 }
 
 /// An operator process, stopped (SIGTERM, then waited for) when dropped: at the test's end, or
