@@ -328,18 +328,20 @@ pub struct DatabaseStatus {
 }
 
 /// A one-word summary of the Database's state. One of:
-/// - Pending: the Database was created and its database server is not ready yet.
+/// - Pending: the Database was created and its database server is not ready yet, or its pod is
+///   being replaced to roll out a new spec (the Ready condition's reason is then Restarting).
 /// - Ready: the database server is running and ready.
-/// - Degraded: the database server was ready before and is not now, or the operator cannot
-///   bring its Deployment or Service to the desired state.
+/// - Degraded: the database server was ready before and is not now (with no rollout under
+///   way), or the operator cannot bring its Deployment or Service to the desired state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
-    /// The Database was created and its server is not ready yet.
+    /// The Database was created and its server is not ready yet, or its pod is being replaced
+    /// to roll out a new spec.
     Pending,
     /// The database server is running and ready.
     Ready,
-    /// The database server was ready before and is not now, or the operator cannot bring its
-    /// Deployment or Service to the desired state.
+    /// The database server was ready before and is not now (with no rollout under way), or the
+    /// operator cannot bring its Deployment or Service to the desired state.
     Degraded,
 }
 

@@ -5,8 +5,9 @@
 //!    from the backup by the Database controller as any Database is, and records when.
 //! 2. It waits for the throwaway to be Ready. A throwaway that is `Degraded` (its server keeps
 //!    exiting, the restore cannot be, an image that cannot be pulled), or not Ready within
-//!    [`RESTORE_DEADLINE`], fails the verification in its own words; `Unschedulable` and
-//!    `NoReadyReplicas` (the restart after a restore) wait for the deadline.
+//!    [`RESTORE_DEADLINE`], fails the verification in its own words; `Unschedulable` waits for
+//!    the deadline. (The restart that follows a restore, when the restore's init container
+//!    leaves the pod, is `Pending`: the Database's status tells a planned restart from a fault.)
 //! 3. Ready, the restore's duration is known (from the throwaway's creation to its Ready
 //!    condition): it creates the count Job, and once that has finished reads its count (its
 //!    termination message) and compares it with the count the dump recorded.
@@ -46,9 +47,8 @@ pub(super) const RESTORE_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// deleted.
 const GONE_GRACE: Duration = Duration::from_secs(60);
 
-/// The reasons a throwaway is Degraded for that pass by themselves: no room on a node yet, and
-/// the restart that follows a restore (the restore's init container leaves the pod).
-const PASSING: [&str; 2] = ["Unschedulable", "NoReadyReplicas"];
+/// The reasons a throwaway is Degraded for that pass by themselves: no room on a node yet.
+const PASSING: [&str; 1] = ["Unschedulable"];
 
 /// How a verification ended, before it is recorded.
 struct Outcome {
@@ -346,7 +346,9 @@ mod tests {
         let message = waiting(&crashing, Some(at(0)), at(60)).unwrap_err();
         assert!(message.contains("did not become Ready: CrashLoopBackOff: the server keeps exiting"), "{message}");
 
-        let restarting = throwaway(Phase::Degraded, "NoReadyReplicas");
+        let lost = throwaway(Phase::Degraded, "NoReadyReplicas");
+        assert!(waiting(&lost, Some(at(0)), at(60)).is_err(), "a throwaway that lost its replica");
+        let restarting = throwaway(Phase::Pending, "Restarting");
         assert!(waiting(&restarting, Some(at(0)), at(60)).is_ok(), "the restart after the restore");
         let unschedulable = throwaway(Phase::Degraded, "Unschedulable");
         assert_eq!(

@@ -23,6 +23,9 @@ use crate::api::{Database, DatabaseStatus, Phase, UpgradeState, UpgradeStatus};
 use crate::engine;
 use crate::resources::{secret, view::DeploymentView};
 
+/// The Ready reason of a Database that was ready and whose Deployment replaces its pod.
+const RESTARTING: &str = "Restarting";
+
 /// Why the children of a Database could not be brought to the desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Blocker {
@@ -242,7 +245,9 @@ struct Summary {
 struct Observed {
     ready_replicas: i32,
     rolled_out: bool,
-    /// Ready before, or Degraded because it lost its replicas after being ready.
+    /// The Deployment is replacing its pods with a new revision ([`DeploymentView::replacing_pods`]).
+    replacing: bool,
+    /// Ready before; or restarting, or Degraded because it lost its replicas, after being ready.
     was_ready: bool,
 }
 
@@ -269,12 +274,16 @@ pub(crate) fn desired(
     let observed = Observed {
         ready_replicas: deployment.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0),
         rolled_out: deployment.is_some_and(DeploymentView::rolled_out),
-        was_ready: previous.is_some_and(|s| match s.phase {
-            Some(Phase::Ready) => true,
-            Some(Phase::Degraded) => {
-                s.conditions.iter().any(|c| c.type_ == "Degraded" && c.reason == "NoReadyReplicas")
+        replacing: deployment.is_some_and(DeploymentView::replacing_pods),
+        was_ready: previous.is_some_and(|s| {
+            let reason =
+                |type_: &str, reason: &str| s.conditions.iter().any(|c| c.type_ == type_ && c.reason == reason);
+            match s.phase {
+                Some(Phase::Ready) => true,
+                Some(Phase::Pending) => reason("Ready", RESTARTING),
+                Some(Phase::Degraded) => reason("Degraded", "NoReadyReplicas"),
+                None => false,
             }
-            _ => false,
         }),
     };
     let summary = match (blocker, plan.upgrade.as_ref()) {
@@ -412,8 +421,12 @@ fn upgrading(upgrade: &UpgradeStatus, observed: &Observed) -> Summary {
 }
 
 /// Nothing blocks and no upgrade runs: Ready once rolled out (and, once Ready, through a
-/// rollout that keeps a replica ready: a new size), Degraded when a ready database lost its
-/// replicas, Pending before.
+/// rollout while a replica is still ready), Pending before it, and Pending again while a ready
+/// database's Deployment replaces its pod (`Restarting`: a new size, the end of a restore; the
+/// `Recreate` strategy stops the old pod before the new one starts). Degraded when a ready
+/// database lost its replicas otherwise: a pod that stopped being ready with no rollout under
+/// way, or a rollout past the Deployment's progress deadline. A new pod that cannot run is
+/// told sooner, by its own reason ([`super::pods`]).
 fn steady(observed: &Observed) -> Summary {
     let rolling = State::yes("Reconciling", "the Deployment is rolling out the current spec");
     if observed.ready_replicas > 0 && (observed.rolled_out || observed.was_ready) {
@@ -426,6 +439,18 @@ fn steady(observed: &Observed) -> Summary {
                 rolling
             },
             degraded: State::no("AsExpected", "the database is running as expected"),
+        };
+    }
+    if observed.was_ready && observed.replacing {
+        return Summary {
+            phase: Phase::Pending,
+            ready: State::no(
+                RESTARTING,
+                "the Deployment is replacing the database's pod to roll out the current spec: the old pod stops \
+                 before the new one starts",
+            ),
+            progressing: rolling,
+            degraded: State::no("AsExpected", "a restart the operator rolled: nothing is wrong"),
         };
     }
     if observed.was_ready {
@@ -535,6 +560,74 @@ mod tests {
         let status = desired(&db, Some(&deployment(0)), None, &no_upgrade(), &time(20));
         assert_eq!(status.phase, Some(Phase::Degraded));
         assert_eq!(condition(&status, "Degraded").status, "True");
+    }
+
+    /// `deployment(ready)` after the operator wrote a new template, as its controller reports
+    /// it while it replaces the pod: the new ReplicaSet's pod `updated`, the Progressing
+    /// condition's `reason`.
+    fn replacing(ready: i32, updated: i32, reason: &str) -> DeploymentView {
+        let mut d = deployment(ready);
+        d.metadata.generation = Some(2);
+        let status = d.status.as_mut().unwrap();
+        status.observed_generation = Some(2);
+        status.updated_replicas = Some(updated);
+        status.replicas = Some(1);
+        status.conditions = Some(vec![DeploymentConditionView {
+            type_: "Progressing".into(),
+            status: "True".into(),
+            reason: Some(reason.into()),
+            message: None,
+        }]);
+        d
+    }
+
+    #[test]
+    fn a_ready_database_whose_deployment_replaces_its_pod_is_pending_restarting_not_degraded() {
+        let mut db = database();
+        db.status = Some(desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(10)));
+        // The old pod stops (its ReplicaSet scaled to zero, the condition not turned yet), then
+        // the new ReplicaSet's pod starts.
+        for (at, deployment) in [
+            (20, replacing(0, 0, "NewReplicaSetAvailable")),
+            (30, replacing(0, 1, "NewReplicaSetCreated")),
+            (40, replacing(0, 1, "ReplicaSetUpdated")),
+        ] {
+            let status = desired(&db, Some(&deployment), None, &no_upgrade(), &time(at));
+            assert_eq!(status.phase, Some(Phase::Pending), "at {at}");
+            assert_eq!(condition(&status, "Ready").reason, "Restarting", "at {at}");
+            assert_eq!(condition(&status, "Progressing").status, "True", "at {at}");
+            assert_eq!(condition(&status, "Degraded").status, "False", "at {at}");
+            db.status = Some(status);
+        }
+        let mut done = replacing(1, 1, "NewReplicaSetAvailable");
+        done.status.as_mut().unwrap().ready_replicas = Some(1);
+        let status = desired(&db, Some(&done), None, &no_upgrade(), &time(50));
+        assert_eq!(status.phase, Some(Phase::Ready));
+        assert_eq!(condition(&status, "Progressing").reason, "ReconcileComplete");
+    }
+
+    #[test]
+    fn a_restarting_database_that_loses_its_new_pod_or_passes_the_deadline_is_degraded() {
+        let mut db = database();
+        db.status = Some(desired(&db, Some(&deployment(1)), None, &no_upgrade(), &time(10)));
+        db.status = Some(desired(&db, Some(&replacing(0, 1, "ReplicaSetUpdated")), None, &no_upgrade(), &time(20)));
+        // The rollout completed, and its pod then stopped being ready: a fault, remembered as
+        // a database that was ready.
+        let status = desired(&db, Some(&replacing(0, 1, "NewReplicaSetAvailable")), None, &no_upgrade(), &time(30));
+        assert_eq!(status.phase, Some(Phase::Degraded));
+        assert_eq!(condition(&status, "Degraded").reason, "NoReadyReplicas");
+        // A rollout past its progress deadline.
+        let mut stuck = replacing(0, 1, "ProgressDeadlineExceeded");
+        stuck.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
+        let status = desired(&db, Some(&stuck), None, &no_upgrade(), &time(30));
+        assert_eq!(status.phase, Some(Phase::Degraded));
+    }
+
+    #[test]
+    fn a_database_never_ready_is_pending_waiting_for_its_deployment_not_restarting() {
+        let status = desired(&database(), Some(&replacing(0, 1, "ReplicaSetUpdated")), None, &no_upgrade(), &time(10));
+        assert_eq!(status.phase, Some(Phase::Pending));
+        assert_eq!(condition(&status, "Ready").reason, "DeploymentNotReady");
     }
 
     #[test]

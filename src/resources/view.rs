@@ -380,6 +380,23 @@ impl DeploymentView {
             && status.replicas.unwrap_or(0) <= wanted
     }
 
+    /// Whether the Deployment is replacing its pods with a new revision of its template: its
+    /// controller has not rolled the latest spec out to every replica yet, or its `Progressing`
+    /// condition says a rollout is under way (`NewReplicaSetCreated`, `FoundNewReplicaSet`,
+    /// `ReplicaSetUpdated`). A Deployment whose rollout completed (`NewReplicaSetAvailable`) and
+    /// then lost its pod is not, and neither is one past its progress deadline
+    /// (`ProgressDeadlineExceeded`): those are faults, not rollouts.
+    pub(crate) fn replacing_pods(&self) -> bool {
+        const ROLLING: [&str; 3] = ["NewReplicaSetCreated", "FoundNewReplicaSet", "ReplicaSetUpdated"];
+        let conditions = self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+        let progressing = conditions.iter().find(|c| &*c.type_ == "Progressing");
+        match progressing {
+            Some(c) if &*c.status == "False" => false,
+            Some(c) if ROLLING.contains(&c.reason.as_deref().unwrap_or_default()) => true,
+            _ => !self.rolled_out(),
+        }
+    }
+
     /// Whether the Deployment has rolled out `image` and its replica is Ready.
     pub(crate) fn runs_ready(&self, image: &str) -> bool {
         let runs = self

@@ -7,15 +7,17 @@
 //! Database restores from; a postgres 15 dump restores into postgres 17 (the way to a new major
 //! version) and a postgres 17 dump is refused by postgres 15 before anything runs; postgres's
 //! application user owns its database and is not the superuser; a restore that loads for
-//! longer than the liveness probe's budget completes without a restart.
+//! longer than the liveness probe's budget completes without a restart; a restart the operator
+//! rolls (the end of a restore, a new size) reads `Pending`, `Restarting`, never `Degraded`.
 
 use std::time::Duration;
 
 use database_operator::api::{BackupPhase, Database, DatabaseBackup, DatabaseSpec, EngineKind, Phase};
 use database_operator::api::{RestoreFrom, Size, VerificationResult};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql_as, wait_until};
@@ -283,6 +285,105 @@ async fn a_postgres_15_dump_restores_into_postgres_17_and_a_17_dump_is_refused_b
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     assert!(deployments.get_opt("back").await.unwrap().is_none(), "no server was started to load it");
     assert_eq!(databases.get("back").await.unwrap().status.unwrap().restored_from, None);
+}
+
+/// A restart the operator itself rolls (the end of a restore, whose pod is replaced by one
+/// without the restore's init container; a new size) stops the old pod before the new one
+/// starts (`Recreate`): the Database reads `Pending`, Ready False `Restarting`, Progressing
+/// True, and never `Degraded` (a planned restart is no fault), as a watch sees every status it
+/// is written with; the rows restored are there after both restarts.
+#[tokio::test]
+async fn a_restart_the_operator_rolls_reads_as_progressing_never_degraded_and_keeps_the_rows() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, "restarts", Nodes::Real(2)).await;
+    let _operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let backups: Api<DatabaseBackup> = Api::namespaced(client.clone(), &ns.name);
+    let postgres = || DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres);
+    databases.create(&PostParams::default(), &Database::new("source", postgres())).await.unwrap();
+    ready(&databases, "source").await;
+    let (read, secret) = (reaching(PG_READ), "source-credentials");
+    client_pod(&client, &ns.name, "write", images::POSTGRES, secret, &reaching(PG_WRITE)).await;
+    let written = client_pod(&client, &ns.name, "read", images::POSTGRES, secret, &read).await;
+    backups.create(&PostParams::default(), &database_operator::api::backup("source-1", "source")).await.unwrap();
+    let done = crate::backups::finished(&backups, "source-1").await.status.unwrap();
+    assert_eq!(done.phase, Some(BackupPhase::Completed), "{:?}", done.message);
+
+    // Every status `copy` is written with, from before it exists.
+    let version = databases.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let watch = WatchParams::default().fields("metadata.name=copy").timeout(290);
+    let mut events = databases.watch(&watch, &version).await.unwrap().boxed();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorder = tokio::spawn({
+        let seen = seen.clone();
+        async move {
+            while let Ok(Some(event)) = events.try_next().await {
+                if let WatchEvent::Added(db) | WatchEvent::Modified(db) = event {
+                    let status = db.status.unwrap_or_default();
+                    let reason = |type_: &str| {
+                        let found = status.conditions.iter().find(|c| c.type_ == type_);
+                        found.map(|c| format!("{}={}", c.status, c.reason))
+                    };
+                    let entry = (status.phase, reason("Ready"), reason("Progressing"), reason("Degraded"));
+                    seen.lock().unwrap().push(entry);
+                }
+            }
+        }
+    });
+    let mut copy = Database::new("copy", postgres());
+    copy.spec.restore_from = Some(Box::new(RestoreFrom { backup: "source-1".into(), bucket: None }));
+    databases.create(&PostParams::default(), &copy).await.unwrap();
+    // Ready at `generation`, with the restore's pod replaced by a plain one, rolled out.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let settled = |generation: i64| {
+        let (databases, deployments) = (databases.clone(), deployments.clone());
+        async move {
+            wait_until(&format!("copy to be Ready at generation {generation}"), CONVERGE, || async {
+                let deployment = deployments.get("copy").await.ok()?;
+                let template = deployment.spec.as_ref()?.template.spec.as_ref()?;
+                let restoring = template.init_containers.iter().flatten().any(|c| c.name == "restore");
+                let rolled = deployment.status.as_ref().is_some_and(|s| {
+                    s.observed_generation == deployment.metadata.generation
+                        && s.updated_replicas == Some(1)
+                        && s.ready_replicas == Some(1)
+                        && s.replicas == Some(1)
+                });
+                if restoring || !rolled {
+                    return None;
+                }
+                let status = databases.get("copy").await.ok()?.status?;
+                let complete =
+                    status.conditions.iter().any(|c| c.type_ == "Progressing" && c.reason == "ReconcileComplete");
+                (status.phase == Some(Phase::Ready)
+                    && status.restored_from.is_some()
+                    && status.observed_generation == Some(generation)
+                    && complete)
+                    .then_some(())
+            })
+            .await;
+        }
+    };
+    settled(1).await;
+    let resize = json!({"spec": {"size": "medium"}});
+    databases.patch("copy", &PatchParams::default(), &Patch::Merge(&resize)).await.unwrap();
+    settled(2).await;
+    let copied = client_pod(&client, &ns.name, "read-copy", images::POSTGRES, "copy-credentials", &read).await;
+    assert_eq!(copied, written, "the restored rows, after both restarts");
+
+    recorder.abort();
+    let seen = seen.lock().unwrap().clone();
+    println!("[figure] the statuses of copy, in order (phase, Ready, Progressing, Degraded): {seen:?}");
+    assert!(
+        seen.iter().all(|(phase, ..)| *phase != Some(Phase::Degraded)),
+        "a planned restart read as a fault: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(phase, ready, progressing, _)| *phase == Some(Phase::Pending)
+            && ready.as_deref() == Some("False=Restarting")
+            && progressing.as_deref().is_some_and(|p| p.starts_with("True="))),
+        "no restart was seen: {seen:?}"
+    );
 }
 
 pub(crate) async fn ready(databases: &Api<Database>, name: &str) -> Database {
