@@ -35,5 +35,6 @@ pub fn service(db: &Database) -> Service {
 /// nothing blocks it.
 pub fn status(db: &Database, deployment: Option<&DeploymentView>) -> DatabaseStatus {
     let plan = upgrade::Plan::steady(&db.spec.image);
-    status::desired(db, deployment, None, &plan, &crate::database::now())
+    let seen = status::Seen { deployment, ..Default::default() };
+    status::desired(db, &seen, &plan, &crate::database::now())
 }

@@ -55,13 +55,16 @@ node_requirements() {
 # creates the namespace and the veth pair while holding a lock, so two planes starting at
 # once never pick the same N. Sets node_netns, node_veth, node_host_ip, node_ip, node_cgroup.
 node_plan() {
-  local n lock=$dir/../.node-network.lock
+  local n addresses lock=$dir/../.node-network.lock
   node_netns=dbop-$plane
   node_cgroup=dbop-$plane
   exec 9>"$lock"
   flock 9
+  # Read once, then searched: `ip | grep -q` under pipefail fails when grep stops early and ip
+  # dies of SIGPIPE, which would take a subnet in use for a free one.
+  addresses=$(ip -o -4 addr show)
   for ((n = 0; n < 255; n++)); do
-    ip -o -4 addr show | grep -q " 10\.201\.$n\.1/" || break
+    [[ $addresses == *" 10.201.$n.1/"* ]] || break
   done
   [ "$n" -lt 255 ] || die "no free 10.201.N.0/30 subnet for the node's veth"
   node_veth=dbop$n

@@ -11,7 +11,9 @@
 //! Database is not ready. Not during an upgrade: its own timeout and policy decide, and say.
 //!
 //! The message names the pod and container and quotes no log but one line: a log line might
-//! hold what the server was given. For a container that keeps exiting it says where the log
+//! hold what the server was given. A fetch from a bucket that is refused (the operator's own
+//! `fetch` init container, exit code 2: no backup there, a newer major version's dump, a wrong
+//! key) is `RestoreRefused`, quoting its own last line, which names the folder and versions. For a container that keeps exiting it says where the log
 //! is, unless the end of that log (which the kubelet keeps in the pod's status: the engine's
 //! containers fail with `FallbackToLogsOnError`) has the C library's words for a full file
 //! system, "No space left on device": then the reason is `VolumeFull` and the message quotes
@@ -23,6 +25,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::status::Blocker;
+use crate::bucket::EXIT_REFUSED;
+use crate::resources::restore::FETCH_CONTAINER;
 
 /// How long a Database's pod may take to run before the operator looks at why not; also how
 /// often it looks again while it does not.
@@ -62,13 +66,23 @@ fn pod_blocker(pod: &Pod) -> Option<Blocker> {
             message: format!("pod {name} cannot be scheduled: {}", condition.message.as_deref().unwrap_or_default()),
         });
     }
-    let init = status.init_container_statuses.iter().flatten();
-    init.chain(status.container_statuses.iter().flatten()).find_map(|c| container_blocker(name, c))
+    let init = status.init_container_statuses.iter().flatten().map(|c| (c, true));
+    let main = status.container_statuses.iter().flatten().map(|c| (c, false));
+    init.chain(main).find_map(|(c, init)| container_blocker(name, c, init))
 }
 
-fn container_blocker(pod: &str, container: &ContainerStatus) -> Option<Blocker> {
-    let waiting = container.state.as_ref()?.waiting.as_ref()?;
-    let reason = waiting.reason.as_deref().filter(|r| STUCK.contains(r))?;
+fn container_blocker(pod: &str, container: &ContainerStatus, init: bool) -> Option<Blocker> {
+    let state = container.state.as_ref()?;
+    // An init container that failed is run again, and while the kubelet backs off its state
+    // stays `terminated` (a main container's turns `waiting: CrashLoopBackOff`): it keeps
+    // exiting all the same.
+    let failed_init = state.terminated.as_ref().filter(|t| init && t.exit_code != 0);
+    let waiting = state.waiting.as_ref();
+    let reason = match (waiting, failed_init) {
+        (Some(waiting), _) => waiting.reason.as_deref().filter(|r| STUCK.contains(r))?,
+        (None, Some(_)) => "CrashLoopBackOff",
+        (None, None) => return None,
+    };
     let name = &container.name;
     let (reason, message) = match reason {
         // The two alternate while the kubelet backs off: one reason, one message.
@@ -81,7 +95,7 @@ fn container_blocker(pod: &str, container: &ContainerStatus) -> Option<Blocker> 
             ),
         ),
         "CrashLoopBackOff" => {
-            let last = container.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+            let last = failed_init.or_else(|| container.last_state.as_ref()?.terminated.as_ref());
             let exit = last.map_or_else(String::new, |t| {
                 format!(
                     " (exit code {}{})",
@@ -90,6 +104,14 @@ fn container_blocker(pod: &str, container: &ContainerStatus) -> Option<Blocker> 
                 )
             });
             let words = last.and_then(|t| t.message.as_deref());
+            if let Some(refusal) = fetch_refusal(container, last.map(|t| t.exit_code), words) {
+                return Some(Blocker::PodFailing {
+                    reason: "RestoreRefused".into(),
+                    message: format!(
+                        "pod {pod}, container {name}: the backup in the bucket cannot be restored: {refusal}"
+                    ),
+                });
+            }
             match words.and_then(|w| w.lines().rev().find(|line| line.contains(NO_SPACE))) {
                 Some(line) => (
                     "VolumeFull",
@@ -108,9 +130,25 @@ fn container_blocker(pod: &str, container: &ContainerStatus) -> Option<Blocker> 
                 ),
             }
         }
-        other => (other, format!("pod {pod}, container {name}: {}", waiting.message.as_deref().unwrap_or(other))),
+        other => {
+            let said = waiting.and_then(|w| w.message.as_deref()).unwrap_or(other);
+            (other, format!("pod {pod}, container {name}: {said}"))
+        }
     };
     Some(Blocker::PodFailing { reason: reason.into(), message })
+}
+
+/// The refusal of a fetch from a bucket, in its own words: the operator's own binary (the
+/// `fetch` init container) exits with [`EXIT_REFUSED`] when trying again cannot help (no backup
+/// there, another engine's dump, a newer major version's, a dump that does not match its
+/// manifest, a wrong key) and says why in its last line (`error: ...`), which names the bucket's
+/// folder and versions, never a key or data.
+fn fetch_refusal<'a>(container: &ContainerStatus, exit: Option<i32>, words: Option<&'a str>) -> Option<&'a str> {
+    if container.name != FETCH_CONTAINER || exit != Some(i32::from(EXIT_REFUSED)) {
+        return None;
+    }
+    let line = words?.lines().rev().find_map(|line| line.trim().strip_prefix("error: "))?;
+    Some(line)
 }
 
 #[cfg(test)]
@@ -125,6 +163,49 @@ mod tests {
     fn said(blocker: Option<Blocker>) -> (String, String) {
         let blocker = blocker.expect("a cause");
         (blocker.reason().to_string(), blocker.message())
+    }
+
+    /// An init container that failed with `exit`, as the kubelet shows it while it backs off
+    /// (seen on the real node, Kubernetes v1.37: `terminated`, never `waiting`), its log's end
+    /// `words`.
+    fn init_failed(name: &str, exit: i32, words: &str) -> Pod {
+        let terminated = json!({"terminated": {"exitCode": exit, "reason": "Error", "message": words}});
+        pod(json!({"initContainerStatuses": [{"name": name, "image": "database-operator:0.1.0", "imageID": "",
+            "ready": false, "restartCount": 3, "state": terminated, "lastState": terminated}]}))
+    }
+
+    const REFUSED: &str = "error: s3://backups/shop/nightly/ holds a dump of postgres:17 (major version 17), and this \
+                           Database runs major version 15: an older server cannot load a newer one's dump\n";
+
+    #[test]
+    fn a_fetch_the_bucket_refuses_is_told_in_its_own_words_and_any_other_exit_is_not_quoted() {
+        let (reason, message) = said(diagnose(&[init_failed("fetch", 2, REFUSED)]));
+        assert_eq!(reason, "RestoreRefused");
+        assert!(
+            message.starts_with("pod orders-1, container fetch: the backup in the bucket cannot be restored: s3://"),
+            "{message}"
+        );
+        assert!(message.contains("major version 17") && message.contains("major version 15"), "{message}");
+        // A server away (exit code 1) may pass: it is not quoted, and not a refusal.
+        let (reason, message) = said(diagnose(&[init_failed("fetch", 1, REFUSED)]));
+        assert_eq!(reason, "CrashLoopBackOff");
+        assert!(!message.contains("major version"), "{message}");
+        // Exit code 2 from the engine's own restore script is no refusal of ours.
+        assert_eq!(said(diagnose(&[init_failed("restore", 2, REFUSED)])).0, "CrashLoopBackOff");
+    }
+
+    #[test]
+    fn an_init_container_that_keeps_failing_is_told_though_its_state_is_terminated_not_waiting() {
+        let (reason, message) = said(diagnose(&[init_failed("restore", 1, "pg_restore: error: ...\n")]));
+        assert_eq!(reason, "CrashLoopBackOff");
+        assert!(message.starts_with("pod orders-1, container restore keeps exiting (exit code 1, Error)"), "{message}");
+        assert!(!message.contains("pg_restore"), "no log line is quoted: {message}");
+        // Done (exit code 0), it is no cause; nor is a main container that has just exited
+        // (it turns `waiting: CrashLoopBackOff` while backed off).
+        assert_eq!(diagnose(&[init_failed("restore", 0, "")]), None);
+        let exited = pod(json!({"containerStatuses": [{"name": "database", "image": "postgres:17", "imageID": "",
+            "ready": false, "restartCount": 1, "state": {"terminated": {"exitCode": 1}}}]}));
+        assert_eq!(diagnose(&[exited]), None);
     }
 
     #[test]

@@ -216,7 +216,9 @@ impl DatabaseReconciler {
             Err(Halt::Blocked(blocker)) => Some(blocker),
             Err(Halt::Failed(error)) => return Err(error),
         };
-        let mut status = status::desired(pass.db, pass.deployment.as_deref(), blocker.as_ref(), &pass.plan, &pass.now);
+        let restored = restored_now(pass).is_some();
+        let observed = status::Seen { deployment: pass.deployment.as_deref(), blocker: blocker.as_ref(), restored };
+        let mut status = status::desired(pass.db, &observed, &pass.plan, &pass.now);
         if let Some(uid) = pass.claim_uid.take() {
             status.claim_uid = Some(uid);
         }
@@ -318,11 +320,9 @@ impl DatabaseReconciler {
 
     /// Marks the restore done once the restored server has been Ready.
     fn mark_restored(&self, pass: &Pass<'_>, status: &mut DatabaseStatus) {
-        if let Restore::From { backup, .. } = &pass.restore
-            && pass.deployment.as_deref().is_some_and(|d| restored(d, &pass.plan.image))
-        {
+        if let Some(backup) = restored_now(pass) {
             info!(backup = %backup, "restored");
-            status.restored_from = Some(backup.clone());
+            status.restored_from = Some(backup.to_string());
         }
     }
 
@@ -368,6 +368,18 @@ impl DatabaseReconciler {
 /// Now, as a status time.
 pub(crate) fn now() -> Time {
     Time(Timestamp::now())
+}
+
+/// The backup restored, when this pass records the restore: the pod that loaded it runs the
+/// plan's image Ready. The next pass replaces that pod by one without the restore's init
+/// container, once the record is written (the other order could restore twice).
+fn restored_now<'a>(pass: &'a Pass<'_>) -> Option<&'a str> {
+    match &pass.restore {
+        Restore::From { backup, .. } if pass.deployment.as_deref().is_some_and(|d| restored(d, &pass.plan.image)) => {
+            Some(backup)
+        }
+        _ => None,
+    }
 }
 
 /// A restore from a backup that failed, or of another engine, blocks the Database.

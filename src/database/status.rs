@@ -23,8 +23,13 @@ use crate::api::{Database, DatabaseStatus, Phase, UpgradeState, UpgradeStatus};
 use crate::engine;
 use crate::resources::{secret, view::DeploymentView};
 
-/// The Ready reason of a Database that was ready and whose Deployment replaces its pod.
+/// The Ready reason of a Database whose Deployment replaces its pod: a ready one's, or a
+/// restored one's.
 const RESTARTING: &str = "Restarting";
+
+/// Why a restored Database restarts.
+const RESTORED: &str =
+    "the restore is done: the pod that loaded it is replaced by one without the restore's init container";
 
 /// Why the children of a Database could not be brought to the desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,6 +254,10 @@ struct Observed {
     replacing: bool,
     /// Ready before; or restarting, or Degraded because it lost its replicas, after being ready.
     was_ready: bool,
+    /// The restore was recorded in this pass: its pod is replaced next.
+    restored: bool,
+    /// The stored status says `Restarting`, and why.
+    restarting: Option<String>,
 }
 
 impl Observed {
@@ -261,20 +270,27 @@ impl Observed {
     }
 }
 
-/// The status `db` should have, given its Deployment as last seen (if any), what blocked the
-/// reconcile (if anything) and the image plan. `now` stamps conditions whose status changed.
-pub(crate) fn desired(
-    db: &Database,
-    deployment: Option<&DeploymentView>,
-    blocker: Option<&Blocker>,
-    plan: &Plan,
-    now: &Time,
-) -> DatabaseStatus {
+/// What a pass saw and did that the status depends on.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Seen<'a> {
+    /// The Deployment as last seen, if any.
+    pub(crate) deployment: Option<&'a DeploymentView>,
+    /// What blocked the pass, if anything.
+    pub(crate) blocker: Option<&'a Blocker>,
+    /// The pass recorded a restore: the pod that loaded it serves, and is replaced next.
+    pub(crate) restored: bool,
+}
+
+/// The status `db` should have, given what the pass saw and the image plan. `now` stamps
+/// conditions whose status changed.
+pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -> DatabaseStatus {
+    let Seen { deployment, blocker, restored } = *seen;
     let previous = db.status.as_ref();
     let observed = Observed {
         ready_replicas: deployment.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0),
         rolled_out: deployment.is_some_and(DeploymentView::rolled_out),
         replacing: deployment.is_some_and(DeploymentView::replacing_pods),
+        restored,
         was_ready: previous.is_some_and(|s| {
             let reason =
                 |type_: &str, reason: &str| s.conditions.iter().any(|c| c.type_ == type_ && c.reason == reason);
@@ -284,6 +300,10 @@ pub(crate) fn desired(
                 Some(Phase::Degraded) => reason("Degraded", "NoReadyReplicas"),
                 None => false,
             }
+        }),
+        restarting: previous.filter(|s| s.phase == Some(Phase::Pending)).and_then(|s| {
+            let ready = s.conditions.iter().find(|c| c.type_ == "Ready" && c.reason == RESTARTING)?;
+            Some(ready.message.clone())
         }),
     };
     let summary = match (blocker, plan.upgrade.as_ref()) {
@@ -422,13 +442,34 @@ fn upgrading(upgrade: &UpgradeStatus, observed: &Observed) -> Summary {
 
 /// Nothing blocks and no upgrade runs: Ready once rolled out (and, once Ready, through a
 /// rollout while a replica is still ready), Pending before it, and Pending again while a ready
-/// database's Deployment replaces its pod (`Restarting`: a new size, the end of a restore; the
-/// `Recreate` strategy stops the old pod before the new one starts). Degraded when a ready
+/// database's Deployment replaces its pod (`Restarting`: a new size; the `Recreate` strategy
+/// stops the old pod before the new one starts). A restored Database is Pending `Restarting`
+/// from the pass that records its restore, whose pod is replaced next: its first Ready is the
+/// pod it keeps. Degraded when a ready
 /// database lost its replicas otherwise: a pod that stopped being ready with no rollout under
 /// way, or a rollout past the Deployment's progress deadline. A new pod that cannot run is
 /// told sooner, by its own reason ([`super::pods`]).
 fn steady(observed: &Observed) -> Summary {
     let rolling = State::yes("Reconciling", "the Deployment is rolling out the current spec");
+    // A restart goes on from the moment it is said until the Deployment has rolled out, though
+    // the old pod may still serve for a while: a restored Database's first Ready is final.
+    let restart =
+        observed.replacing && (observed.restarting.is_some() || (observed.was_ready && observed.ready_replicas == 0));
+    if observed.restored || restart {
+        let why = match &observed.restarting {
+            _ if observed.restored => RESTORED.to_string(),
+            Some(said) => said.clone(),
+            None => "the Deployment is replacing the database's pod to roll out the current spec: the old pod stops \
+                     before the new one starts"
+                .to_string(),
+        };
+        return Summary {
+            phase: Phase::Pending,
+            ready: State::no(RESTARTING, why),
+            progressing: rolling,
+            degraded: State::no("AsExpected", "a restart the operator rolls: nothing is wrong"),
+        };
+    }
     if observed.ready_replicas > 0 && (observed.rolled_out || observed.was_ready) {
         return Summary {
             phase: Phase::Ready,
@@ -439,18 +480,6 @@ fn steady(observed: &Observed) -> Summary {
                 rolling
             },
             degraded: State::no("AsExpected", "the database is running as expected"),
-        };
-    }
-    if observed.was_ready && observed.replacing {
-        return Summary {
-            phase: Phase::Pending,
-            ready: State::no(
-                RESTARTING,
-                "the Deployment is replacing the database's pod to roll out the current spec: the old pod stops \
-                 before the new one starts",
-            ),
-            progressing: rolling,
-            degraded: State::no("AsExpected", "a restart the operator rolled: nothing is wrong"),
         };
     }
     if observed.was_ready {
@@ -518,6 +547,17 @@ mod tests {
             ..Default::default()
         });
         d
+    }
+
+    /// [`super::desired`] of a pass that recorded no restore.
+    fn desired(
+        db: &Database,
+        deployment: Option<&DeploymentView>,
+        blocker: Option<&Blocker>,
+        plan: &Plan,
+        now: &Time,
+    ) -> DatabaseStatus {
+        super::desired(db, &Seen { deployment, blocker, restored: false }, plan, now)
     }
 
     fn condition<'a>(status: &'a DatabaseStatus, type_: &str) -> &'a Condition {
@@ -604,6 +644,36 @@ mod tests {
         let status = desired(&db, Some(&done), None, &no_upgrade(), &time(50));
         assert_eq!(status.phase, Some(Phase::Ready));
         assert_eq!(condition(&status, "Progressing").reason, "ReconcileComplete");
+    }
+
+    #[test]
+    fn a_restored_database_is_first_ready_on_the_pod_it_keeps() {
+        let mut db = database();
+        // The pod that loaded the restore serves; this pass records the restore.
+        let recorded = Seen { deployment: Some(&deployment(1)), blocker: None, restored: true };
+        let status = super::desired(&db, &recorded, &no_upgrade(), &time(10));
+        assert_eq!(status.phase, Some(Phase::Pending));
+        assert_eq!(condition(&status, "Ready").reason, "Restarting");
+        assert_eq!(condition(&status, "Progressing").status, "True");
+        db.status = Some(status);
+        // The next pass replaces that pod, which serves until it stops; then the new
+        // ReplicaSet's pod starts.
+        let steps = [
+            (20, 1, 0, "NewReplicaSetAvailable"),
+            (30, 0, 0, "NewReplicaSetAvailable"),
+            (40, 0, 1, "NewReplicaSetCreated"),
+        ];
+        for (at, ready, updated, reason) in steps {
+            let replaced = replacing(ready, updated, reason);
+            let status = desired(&db, Some(&replaced), None, &no_upgrade(), &time(at));
+            assert_eq!(status.phase, Some(Phase::Pending), "at {at}");
+            let said = condition(&status, "Ready");
+            assert_eq!((said.reason.as_str(), said.message.as_str()), ("Restarting", RESTORED), "at {at}");
+            db.status = Some(status);
+        }
+        let mut done = replacing(1, 1, "NewReplicaSetAvailable");
+        done.status.as_mut().unwrap().ready_replicas = Some(1);
+        assert_eq!(desired(&db, Some(&done), None, &no_upgrade(), &time(50)).phase, Some(Phase::Ready));
     }
 
     #[test]

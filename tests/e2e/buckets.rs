@@ -2,7 +2,8 @@
 //! (hack/object-store.sh), started by each test on the host's end of the real node's link
 //! (NODE_HOST_ADDRESS, from `hack/control-plane.sh env`), where the node's pods reach it. A dump is uploaded by the Job, read back here (its checksum recomputed from the
 //! bytes in the bucket) and restored into a Database of another namespace once its own
-//! namespace is gone; a wrong key, a missing bucket and a server that goes away half-way through
+//! namespace is gone, where an older major version's Database is refused it in the fetch's
+//! words; a wrong key, a missing bucket and a server that goes away half-way through
 //! the upload each fail the backup with the server's (or the connection's) reason, and leave
 //! nothing listed in the bucket.
 
@@ -25,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::backups::finished;
 use crate::common::{Nodes, Operator, TestNamespace, client, images, install_crd, psql, wait_until};
-use crate::data::ready;
+use crate::data::{CONVERGE, ready};
 
 /// An object store of the test's own (hack/object-store.sh: SeaweedFS with a bucket `backups`),
 /// on the host's end of the real node's link; stopped when dropped.
@@ -223,19 +224,34 @@ async fn a_backup_in_a_bucket_is_whole_there_and_restores_in_another_namespace_o
     // The namespace goes, with its Database, its backup and its Secrets; the bucket keeps it.
     let source_namespace = ns.name.clone();
     drop(ns);
-    let target = TestNamespace::create_restricted(&client, "bucket-dr-target", Nodes::Real(1)).await;
+    let target = TestNamespace::create_restricted(&client, "bucket-dr-target", Nodes::Real(2)).await;
     let _target_operator = Operator::start(&client, &target.name);
     bucket_secrets(&client, &target.name, &store, "bucket-keys", None).await;
     let databases: Api<Database> = Api::namespaced(client.clone(), &target.name);
     let mut restored =
         Database::new("orders", DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
     let bucket = Bucket { prefix: Some(source_namespace), ..store.spec("backups", "bucket-keys") };
-    restored.spec.restore_from = Some(Box::new(RestoreFrom { backup: "nightly".into(), bucket: Some(bucket) }));
+    restored.spec.restore_from = Some(Box::new(RestoreFrom { backup: "nightly".into(), bucket: Some(bucket.clone()) }));
     databases.create(&PostParams::default(), &restored).await.unwrap();
-    let db = ready(&databases, "orders").await;
+    // Beside it, an older server: the fetch refuses it the newer dump, in its own words, before
+    // the server ever starts.
+    let mut older =
+        Database::new("older", DatabaseSpec::new(Size::Small, images::POSTGRES_15).with_engine(EngineKind::Postgres));
+    older.spec.restore_from = Some(Box::new(RestoreFrom { backup: "nightly".into(), bucket: Some(bucket) }));
+    databases.create(&PostParams::default(), &older).await.unwrap();
+    let refusal = wait_until("postgres 15 to be refused postgres 17's dump from the bucket", CONVERGE, || async {
+        let status = databases.get("older").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.status == "True")
+    });
+    let (db, refused) = futures::join!(ready(&databases, "orders"), refusal);
     assert_eq!(db.status.unwrap().restored_from.as_deref(), Some("nightly"));
     let read = psql(&target.name, "orders", "SELECT count(*), md5(string_agg(note, ',' ORDER BY id)) FROM lines");
     assert_eq!(read, written, "the rows read back are the rows written");
+    println!("[figure] postgres 15 restoring from the bucket: {}: {}", refused.reason, refused.message);
+    assert_eq!(refused.reason, "RestoreRefused", "{}", refused.message);
+    assert!(refused.message.contains("(major version 17)"), "{}", refused.message);
+    assert!(refused.message.contains("runs major version 15"), "{}", refused.message);
+    assert_eq!(databases.get("older").await.unwrap().status.unwrap().restored_from, None, "nothing restored");
 }
 
 #[tokio::test]

@@ -325,7 +325,8 @@ async fn a_restart_the_operator_rolls_reads_as_progressing_never_degraded_and_ke
                         let found = status.conditions.iter().find(|c| c.type_ == type_);
                         found.map(|c| format!("{}={}", c.status, c.reason))
                     };
-                    let entry = (status.phase, reason("Ready"), reason("Progressing"), reason("Degraded"));
+                    let generation = status.observed_generation.unwrap_or_default();
+                    let entry = (generation, status.phase, reason("Ready"), reason("Progressing"), reason("Degraded"));
                     seen.lock().unwrap().push(entry);
                 }
             }
@@ -373,17 +374,21 @@ async fn a_restart_the_operator_rolls_reads_as_progressing_never_degraded_and_ke
 
     recorder.abort();
     let seen = seen.lock().unwrap().clone();
-    println!("[figure] the statuses of copy, in order (phase, Ready, Progressing, Degraded): {seen:?}");
-    assert!(
-        seen.iter().all(|(phase, ..)| *phase != Some(Phase::Degraded)),
-        "a planned restart read as a fault: {seen:?}"
-    );
-    assert!(
-        seen.iter().any(|(phase, ready, progressing, _)| *phase == Some(Phase::Pending)
-            && ready.as_deref() == Some("False=Restarting")
-            && progressing.as_deref().is_some_and(|p| p.starts_with("True="))),
-        "no restart was seen: {seen:?}"
-    );
+    println!("[figure] the statuses of copy, in order (generation, phase, Ready, Progressing, Degraded): {seen:?}");
+    let phases = |generation: i64| -> Vec<_> { seen.iter().filter(|s| s.0 == generation).map(|s| s.1).collect() };
+    let (restore, resize) = (phases(1), phases(2));
+    assert!(!seen.iter().any(|s| s.1 == Some(Phase::Degraded)), "a planned restart read as a fault: {seen:?}");
+    // A restored Database's first Ready is the pod it keeps: Ready once, and for good.
+    let first_ready = restore.iter().position(|p| *p == Some(Phase::Ready)).expect("Ready after the restore");
+    assert!(restore[first_ready..].iter().all(|p| *p == Some(Phase::Ready)), "Ready, then not: {seen:?}");
+    let restarting = |s: &&(i64, Option<Phase>, Option<String>, Option<String>, Option<String>)| {
+        s.1 == Some(Phase::Pending)
+            && s.2.as_deref() == Some("False=Restarting")
+            && s.3.as_deref().is_some_and(|p| p.starts_with("True="))
+    };
+    assert!(seen.iter().filter(|s| s.0 == 1).any(|s| restarting(&s)), "no restart after the restore: {seen:?}");
+    assert!(seen.iter().filter(|s| s.0 == 2).any(|s| restarting(&s)), "no restart for the new size: {seen:?}");
+    assert_eq!(resize.last(), Some(&Some(Phase::Ready)), "{seen:?}");
 }
 
 pub(crate) async fn ready(databases: &Api<Database>, name: &str) -> Database {
