@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 
 use super::status::Blocker;
 use crate::bucket::EXIT_REFUSED;
@@ -96,39 +96,7 @@ fn container_blocker(pod: &str, container: &ContainerStatus, init: bool) -> Opti
         ),
         "CrashLoopBackOff" => {
             let last = failed_init.or_else(|| container.last_state.as_ref()?.terminated.as_ref());
-            let exit = last.map_or_else(String::new, |t| {
-                format!(
-                    " (exit code {}{})",
-                    t.exit_code,
-                    t.reason.as_deref().map(|r| format!(", {r}")).unwrap_or_default()
-                )
-            });
-            let words = last.and_then(|t| t.message.as_deref());
-            if let Some(refusal) = fetch_refusal(container, last.map(|t| t.exit_code), words) {
-                return Some(Blocker::PodFailing {
-                    reason: "RestoreRefused".into(),
-                    message: format!(
-                        "pod {pod}, container {name}: the backup in the bucket cannot be restored: {refusal}"
-                    ),
-                });
-            }
-            match words.and_then(|w| w.lines().rev().find(|line| line.contains(NO_SPACE))) {
-                Some(line) => (
-                    "VolumeFull",
-                    format!(
-                        "pod {pod}, container {name} keeps exiting{exit}: its data volume is full; its log says {:?}; \
-                         grow spec.storage.size (where the storage class can expand) or free space on the volume",
-                        line.trim().chars().take(240).collect::<String>()
-                    ),
-                ),
-                None => (
-                    "CrashLoopBackOff",
-                    format!(
-                        "pod {pod}, container {name} keeps exiting{exit}; its log says why: kubectl logs {pod} -c \
-                         {name} --previous"
-                    ),
-                ),
-            }
+            return Some(keeps_exiting(pod, container, last));
         }
         other => {
             let said = waiting.and_then(|w| w.message.as_deref()).unwrap_or(other);
@@ -136,6 +104,39 @@ fn container_blocker(pod: &str, container: &ContainerStatus, init: bool) -> Opti
         }
     };
     Some(Blocker::PodFailing { reason: reason.into(), message })
+}
+
+/// A container that keeps exiting, `last` its last exit: a fetch the bucket refuses
+/// ([`fetch_refusal`]), a full data volume (the C library's words), or else where its log is.
+fn keeps_exiting(pod: &str, container: &ContainerStatus, last: Option<&ContainerStateTerminated>) -> Blocker {
+    let name = &container.name;
+    let exit = last.map_or_else(String::new, |t| {
+        format!(" (exit code {}{})", t.exit_code, t.reason.as_deref().map(|r| format!(", {r}")).unwrap_or_default())
+    });
+    let words = last.and_then(|t| t.message.as_deref());
+    if let Some(refusal) = fetch_refusal(container, last.map(|t| t.exit_code), words) {
+        return Blocker::PodFailing {
+            reason: "RestoreRefused".into(),
+            message: format!("pod {pod}, container {name}: the backup in the bucket cannot be restored: {refusal}"),
+        };
+    }
+    let (reason, message) = match words.and_then(|w| w.lines().rev().find(|line| line.contains(NO_SPACE))) {
+        Some(line) => (
+            "VolumeFull",
+            format!(
+                "pod {pod}, container {name} keeps exiting{exit}: its data volume is full; its log says {:?}; grow \
+                 spec.storage.size (where the storage class can expand) or free space on the volume",
+                line.trim().chars().take(240).collect::<String>()
+            ),
+        ),
+        None => (
+            "CrashLoopBackOff",
+            format!(
+                "pod {pod}, container {name} keeps exiting{exit}; its log says why: kubectl logs {pod} -c {name} --previous"
+            ),
+        ),
+    };
+    Blocker::PodFailing { reason: reason.into(), message }
 }
 
 /// The refusal of a fetch from a bucket, in its own words: the operator's own binary (the
