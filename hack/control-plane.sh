@@ -5,10 +5,17 @@
 # and a real node (containerd, the kubelet, kube-proxy, CoreDNS: hack/control-plane/node.sh)
 # on which they really run. Built from the Go module proxy by hack/control-plane/build.sh.
 #
-# usage: hack/control-plane.sh up|down|status|env|restart COMPONENT
+# usage: hack/control-plane.sh up|down|status|env|restart COMPONENT|node ACTION NODE
 #
 #   restart COMPONENT  kills one component with SIGKILL and starts it again with the same
 #                      arguments (the fault suite, hack/faults.sh, restarts the apiserver)
+#   node freeze NODE   a real node stops answering: every process of it (kubelet,
+#                      containerd, kube-proxy, CoreDNS, its pods) is frozen where it is
+#   node thaw NODE     ... and goes on
+#   node kill NODE     a real node loses its power: every process of it is killed (SIGKILL);
+#                      its volumes keep what was written
+#   node start NODE    a killed node starts again (containerd, then the kubelet restarts its
+#                      pods) and is waited for until Ready
 #
 #   PLANE=NAME        run several planes side by side (default: default)
 #   NODES             kwok (default), real, or kwok,real: which nodes the plane has. With both,
@@ -18,6 +25,11 @@
 #                     a test needs its pods to run). A real node needs Linux, root, and Debian's
 #                     containerd, runc, containernetworking-plugins, iptables and conntrack
 #                     (installed with apt-get when missing)
+#   REAL_NODES        how many real nodes (default 1): real-node, then real-node-1, ... With
+#                     more than one, NODES=real (kwok's heartbeats, every 20 to 45 s, are too
+#                     slow for what then runs): kube-controller-manager runs the node
+#                     lifecycle and taint eviction controllers and notices a node that stops
+#                     answering within about ten seconds (node.sh)
 #   KUBE_VERSION      see hack/control-plane/build.sh (default v1.37.2)
 #   KWOK_NODES        number of simulated nodes (default 3)
 #   KWOK_NODE_PODS    pods each node holds (default 10000: room for every pod the tests and
@@ -189,7 +201,7 @@ allowVolumeExpansion: true
 EOF
 }
 
-# The nodes the plane has (NODES): sets has_kwok and has_real.
+# The nodes the plane has (NODES, REAL_NODES): sets has_kwok, has_real and real_nodes.
 parse_nodes() {
   has_kwok=0 has_real=0
   local kind
@@ -201,6 +213,10 @@ parse_nodes() {
     esac
   done
   [ $((has_kwok + has_real)) -gt 0 ] || die "NODES is empty: use kwok, real or kwok,real"
+  real_nodes=0
+  [ "$has_real" = 0 ] || real_nodes=$(node_names | wc -l)
+  [ "$real_nodes" -le 1 ] || [ "$has_kwok" = 0 ] ||
+    die "REAL_NODES=$REAL_NODES needs NODES=real: kwok's nodes renew their heartbeat every 20 to 45 s, too seldom for the short node monitor periods of a plane of several real nodes"
 }
 
 # With both kinds of node, PodNodeSelector sends pods to the real node unless their namespace
@@ -224,7 +240,7 @@ cmd_up() {
     cmd_env
     return
   fi
-  local has_kwok has_real
+  local has_kwok has_real real_nodes
   NODES=${NODES:-kwok}
   parse_nodes
   [ "$has_real" = 0 ] || node_requirements
@@ -234,7 +250,7 @@ cmd_up() {
   rm -rf "$dir" && mkdir -p "$dir/logs" "$dir/etcd"
   components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
   [ "$has_kwok" = 0 ] || components+=(kwok)
-  [ "$has_real" = 0 ] || components+=(local-provisioner containerd kubelet kube-proxy coredns)
+  [ "$has_real" = 0 ] || mapfile -t -O "${#components[@]}" components < <(node_components)
   printf '%s\n' "${components[@]}" >"$dir/components"
 
   local etcd_port etcd_peer_port api_port kcm_port sched_port kwok_port
@@ -252,7 +268,9 @@ cmd_up() {
   if [ "$has_real" = 1 ]; then
     node_plan
     address=(--bind-address 0.0.0.0 --advertise-address "$node_host_ip")
-    extra_sans=",IP:$node_host_ip"
+    # Each node reaches the apiserver at its own veth's host end.
+    local name
+    while read -r name; do extra_sans+=",IP:$(. "$(node_dir_of "$name")/node.env" && echo "$node_host_ip")"; done <"$dir/real-nodes"
     node_flags=(--kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt"
       --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key"
       --kubelet-preferred-address-types InternalIP)
@@ -294,8 +312,21 @@ cmd_up() {
   # root-ca-cert-publisher: the kube-root-ca.crt ConfigMap in every namespace, which every
   # projected service account token volume reads (a real pod without it never starts).
   local common=(--kubeconfig "$kubeconfig" --leader-elect=false --bind-address 127.0.0.1)
+  local controllers=garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc,resourcequota,persistentvolume-binder,persistentvolume-expander,pvc-protection,pv-protection,job,root-ca-cert-publisher
+  local lifecycle=()
+  if [ "$real_nodes" -gt 1 ]; then
+    # A node that stops answering: Ready Unknown after the grace period (the kubelets renew
+    # their leases every 2 s, node.sh), its pods not Ready at once (their Services stop
+    # sending to them), the unreachable NoExecute taint, and its pods evicted once their
+    # toleration of it ends (300 s unless a pod says otherwise). Kubernetes' defaults are
+    # 5 s and 50 s: a test of a lost node would wait a minute for each.
+    # disruption: the PodDisruptionBudgets' status, which the Eviction API a drain calls
+    # reads (a Database of several instances has one).
+    controllers+=,node-lifecycle-controller,taint-eviction-controller,disruption
+    lifecycle=(--node-monitor-period 1s --node-monitor-grace-period 10s)
+  fi
   launch kube-controller-manager "$bin/kube-controller-manager" "${common[@]}" --secure-port "$kcm_port" \
-    --controllers garbagecollector,deployment,replicaset,serviceaccount,serviceaccount-token,namespace,endpointslice,podgc,resourcequota,persistentvolume-binder,persistentvolume-expander,pvc-protection,pv-protection,job,root-ca-cert-publisher \
+    --controllers "$controllers" "${lifecycle[@]}" \
     --enable-hostpath-provisioner \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
@@ -320,7 +351,7 @@ cmd_up() {
     add_storage_class
   fi
   wait_for "the default service account" 60 kube-controller-manager kubectl --kubeconfig "$kubeconfig" get serviceaccount default
-  log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port, nodes: $NODES"
+  log "up: Kubernetes $(kubectl --kubeconfig "$kubeconfig" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port, nodes: $NODES${REAL_NODES:+ (REAL_NODES=$REAL_NODES)}"
   cmd_env
 }
 
@@ -365,8 +396,15 @@ cmd_status() {
   return $state
 }
 
+# relaunch NAME: starts component NAME again with the arguments `launch` gave it.
+relaunch() {
+  local args=()
+  mapfile -d '' args <"$dir/$1.args"
+  launch "$1" "${args[@]}"
+}
+
 cmd_restart() { # component
-  local name=${1:-} pid args=()
+  local name=${1:-} pid
   [ -n "$name" ] && [ -f "$dir/$name.args" ] || die "usage: restart COMPONENT (one of: ${components[*]})"
   pid=$(pid_of "$name")
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -374,10 +412,9 @@ cmd_restart() { # component
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     log "killed $name (pid $pid)"
   fi
-  mapfile -d '' args <"$dir/$name.args"
   local attempt deadline
   for attempt in 1 2 3; do
-    launch "$name" "${args[@]}"
+    relaunch "$name"
     [ "$name" = kube-apiserver ] || return 0
     # A restarted apiserver may give up on a post-start hook under load (the Service IP
     # repair's initial check) and exit; a kubelet would start it again, and so does this.
@@ -395,11 +432,31 @@ cmd_restart() { # component
   die "$name did not start in 3 attempts (log: $dir/logs/$name.log)"
 }
 
+cmd_node() { # freeze|thaw|kill|start NODE
+  local action=${1:-} name=${2:-} usage="usage: $0 node freeze|thaw|kill|start NODE"
+  [ -n "$name" ] || die "$usage"
+  running kube-apiserver || die "plane '$plane' is not running: start it with hack/control-plane.sh up"
+  node_select "$name"
+  case $action in
+    freeze) node_freeze ;;
+    thaw) node_thaw ;;
+    kill) node_kill ;;
+    start) node_start ;;
+    *) die "$usage" ;;
+  esac
+}
+
 cmd_env() {
   running kube-apiserver || die "plane '$plane' is not running: start it with hack/control-plane.sh up"
   echo "export KUBECONFIG=$kubeconfig"
-  # The real node's containerd, where hack/engine-images.sh imports images.
-  [ ! -S "$dir/containerd/containerd.sock" ] || echo "export CONTAINERD_ADDRESS=$dir/containerd/containerd.sock"
+  # The real node's containerd, where hack/engine-images.sh imports images; with several real
+  # nodes, real-node's, and every node's in CONTAINERD_ADDRESSES.
+  if [ -f "$dir/real-nodes" ]; then
+    local name addresses=()
+    while read -r name; do addresses+=("$(. "$(node_dir_of "$name")/node.env" && echo "$node_socket")"); done <"$dir/real-nodes"
+    echo "export CONTAINERD_ADDRESS=${addresses[0]}"
+    echo "export CONTAINERD_ADDRESSES='${addresses[*]}'"
+  fi
   # The host's end of the real node's link: a server the tests start on this address (the
   # object store of tests/e2e/buckets.rs) is reached by the real node's pods.
   [ ! -f "$dir/node.env" ] || echo "export NODE_HOST_ADDRESS=$(. "$dir/node.env" && echo "$node_host_ip")"
@@ -411,5 +468,6 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   restart) cmd_restart "${2:-}" ;;
-  *) echo "usage: $0 up|down|status|env|restart COMPONENT" >&2; exit 2 ;;
+  node) cmd_node "${2:-}" "${3:-}" ;;
+  *) echo "usage: $0 up|down|status|env|restart COMPONENT|node freeze|thaw|kill|start NODE" >&2; exit 2 ;;
 esac

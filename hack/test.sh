@@ -4,7 +4,9 @@
 # images, the crate), starts a control plane of its own with kwok nodes and a real node
 # (NODES=kwok,real: the tests' pods go to kwok unless a test needs them to run), imports the
 # images into the real node's containerd, runs every `cargo test` target (unit, integration, end-to-end,
-# installation, doc) against it, and stops the plane even when tests fail; then the fault
+# installation, doc) against it, and stops the plane even when tests fail; then the tests of
+# a plane of three real nodes (tests/nodes/: REAL_NODES=3 NODES=real, a plane of their own,
+# since they freeze and kill nodes; about five minutes); then the fault
 # suite (hack/faults.sh, about five minutes, on a plane of its own) and tiny runs of the
 # end-to-end benchmark against its peers and of the scale ladder (hack/bench/e2e.sh and
 # hack/bench/scale.sh with N=50: their builds and harness, not their figures).
@@ -45,6 +47,7 @@ log "starting control plane '$PLANE' (kwok nodes and a real node) and compiling 
 NODES=kwok,real hack/control-plane.sh up >"${TMPDIR:-/tmp}/control-plane-$PLANE.out" 2>&1 &
 up_pid=$!
 cargo test --all-targets --no-run
+cargo test --test nodes --no-run
 if ! wait "$up_pid"; then
   cat "${TMPDIR:-/tmp}/control-plane-$PLANE.out" >&2
   log "the control plane did not start"
@@ -59,6 +62,21 @@ hack/engine-images.sh import "$CONTAINERD_ADDRESS" >/dev/null
 log "running cargo test"
 cargo test --all-targets "$@"
 cargo test --doc
+
+hack/control-plane.sh down >/dev/null 2>&1 || true
+export PLANE=$PLANE-nodes
+log "starting control plane '$PLANE' (three real nodes) for the tests of tests/nodes/"
+if ! REAL_NODES=3 NODES=real hack/control-plane.sh up >"${TMPDIR:-/tmp}/control-plane-$PLANE.out" 2>&1; then
+  cat "${TMPDIR:-/tmp}/control-plane-$PLANE.out" >&2
+  die "the plane of three real nodes did not start"
+fi
+eval "$(hack/control-plane.sh env)"
+log "importing the postgres image (all these tests run) into every node's containerd"
+for address in $CONTAINERD_ADDRESSES; do ENGINE_IMAGES=postgres-17 hack/engine-images.sh import "$address" >/dev/null; done
+log "running the tests of a plane of three real nodes (cargo test --test nodes)"
+cargo test --test nodes
+hack/control-plane.sh down >/dev/null 2>&1 || true
+
 if [ "${FAULTS:-1}" != 0 ]; then
   log "running the fault suite (hack/faults.sh)"
   hack/control-plane.sh down >/dev/null 2>&1 || true

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube_derive::CustomResource;
 
 use super::UpgradeSpec;
+use super::instances::InstanceStatus;
 use super::{BackupSchedule, Credentials, EngineKind, RestoreFrom, Storage, UpgradeStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -98,6 +99,14 @@ use serde::{Deserialize, Serialize};
      "message": "spec.backup needs spec.engine: only a Database with an engine can be backed up"},
     {"rule": "has(self.restoreFrom) == has(oldSelf.restoreFrom) && (!has(self.restoreFrom) || self.restoreFrom == oldSelf.restoreFrom)",
      "message": "spec.restoreFrom cannot change: a Database is restored once, before it first starts"},
+    {"rule": "!has(self.instances) || self.instances == 1 || (has(self.engine) && self.engine == 'postgres')",
+     "message": "spec.instances above 1 needs spec.engine postgres: only postgres runs streaming replicas"},
+    {"rule": "!has(self.instances) || self.instances == 1 || !has(self.restoreFrom)",
+     "message": "spec.instances above 1 cannot be set with spec.restoreFrom: restore into one instance"},
+    {"rule": "(has(self.instances) && self.instances > 1) == (has(oldSelf.instances) && oldSelf.instances > 1)",
+     "message": "spec.instances cannot change between 1 and more than 1: a Database is created with one instance or with replicas"},
+    {"rule": "!has(self.instances) || !has(oldSelf.instances) || self.instances >= oldSelf.instances",
+     "message": "spec.instances cannot be lowered: replicas are added, not removed (create a new Database with fewer)"},
 ]))]
 pub struct DatabaseSpec {
     /// Size class of the database; it sets the CPU and memory of the database container. One of:
@@ -118,6 +127,15 @@ pub struct DatabaseSpec {
     /// given, on port 8080. It cannot change once the Database exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineKind>,
+
+    /// How many instances of the database run, each its own pod and volume on its own node:
+    /// one primary, which accepts writes, and streaming replicas, which serve reads (the
+    /// Services "<name>-rw" and "<name>-ro"). Default 1. Above 1 needs engine postgres; it is
+    /// fixed at 1 or above 1 when the Database is created, and above 1 it may grow up to 9,
+    /// never shrink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 9))]
+    pub instances: Option<i32>,
 
     /// The volume of the database's data (needs spec.engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,6 +183,7 @@ impl DatabaseSpec {
             size,
             image: image.to_string(),
             engine: None,
+            instances: None,
             storage: None,
             credentials: None,
             upgrade: None,
@@ -315,6 +334,17 @@ pub struct DatabaseStatus {
     #[serde(rename = "claimUID", skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub claim_uid: Option<String>,
+
+    /// The instance that accepts writes, when the Database has several (spec.instances).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub current_primary: Option<String>,
+
+    /// Each instance's role and readiness, when the Database has several (spec.instances).
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "::operator_runtime::informer::view::exact")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[schemars(length(max = 9))]
+    pub instances: Vec<InstanceStatus>,
 
     /// The time of the last scheduled backup (spec.backup.schedule).
     #[serde(skip_serializing_if = "Option::is_none")]

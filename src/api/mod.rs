@@ -7,7 +7,8 @@
 //!   ([`EngineKind`], `engine.rs`), the volume ([`Storage`], `storage.rs`), the credentials
 //!   ([`Credentials`], `credentials.rs`), upgrades ([`UpgradeSpec`] and the status' [`UpgradeStatus`],
 //!   `upgrade.rs`), backups on a schedule and a restore ([`BackupSchedule`], [`RestoreFrom`],
-//!   `schedule.rs`).
+//!   `schedule.rs`), several instances ([`instances`]: a primary and streaming replicas, and
+//!   each one's [`InstanceStatus`], `instances.rs`).
 //! - [`DatabaseBackup`] (`dbbackup`): a logical dump of a Database (`backup.rs`), kept in a
 //!   claim or in an S3-compatible [`Bucket`] (`bucket.rs`, also where a restore finds one).
 //! - [`crd`], [`crd_yaml`], [`backup_crd`], [`backup_crd_yaml`]: the CRDs as the apiserver gets them, with the
@@ -28,6 +29,7 @@ mod credentials;
 mod database;
 mod engine;
 pub mod index;
+mod instances;
 mod schedule;
 mod storage;
 mod upgrade;
@@ -38,6 +40,7 @@ pub use crd::{CRD_YAML_HEADER, backup_crd, backup_crd_yaml, crd, crd_yaml};
 pub use credentials::Credentials;
 pub use database::*;
 pub use engine::{EngineKind, newer_major};
+pub use instances::{InstanceStatus, MAX_INSTANCES, Role, instance_name, instances, replicated};
 pub use schedule::{BackupSchedule, DEFAULT_KEEP, RestoreFrom};
 pub use storage::{ReclaimPolicy, Storage};
 pub use upgrade::{DEFAULT_TIMEOUT, UpgradePolicy, UpgradeSpec, UpgradeState, UpgradeStatus};

@@ -33,7 +33,7 @@ use crate::engine::Engine;
 use crate::resources::meta::{is_controlled_by, is_ours};
 use crate::resources::restore::with_restore;
 use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, ServiceView};
-use crate::resources::{claim, secret, workload};
+use crate::resources::{claim, replication, secret, workload};
 
 impl DatabaseReconciler {
     /// The generated Secret: created when missing, never written again. A Secret of that name
@@ -125,6 +125,9 @@ impl DatabaseReconciler {
         let key = key_of(db);
         let (live_deployment, live_service) = (self.stores.deployments.get(&key), self.stores.services.get(&key));
         let mut desired = workload::deployment_running(db, &pass.plan.image, self.rollout_marker.as_deref());
+        if crate::api::replicated(db) {
+            replication::with_primary(&mut desired, db);
+        }
         if let (Restore::From { source, .. }, Some(engine)) = (&pass.restore, pass.engine) {
             with_restore(&mut desired, engine, source);
         }
@@ -173,7 +176,7 @@ impl DatabaseReconciler {
 
     /// Brings one child to `desired` ([`Writer::ensure`](operator_runtime::write::Writer::ensure)):
     /// the child as written and what was written, or what blocks the Database.
-    async fn ensure<T, V>(
+    pub(super) async fn ensure<T, V>(
         &self,
         db: &Database,
         desired: T,
@@ -214,13 +217,13 @@ impl DatabaseReconciler {
 }
 
 /// What a step that wrote a child wrote: nothing, when it stopped.
-fn wrote<V>(step: &Step<(Arc<V>, Wrote)>) -> Wrote {
+pub(super) fn wrote<V>(step: &Step<(Arc<V>, Wrote)>) -> Wrote {
     step.as_ref().map_or(Wrote::Nothing, |(_, wrote)| wrote.clone())
 }
 
 /// A failed write of a child of kind `kind`: the apiserver's refusal of the child itself
 /// blocks the Database (retrying the same child cannot help); anything else is retried.
-fn refused(db: &Database, kind: &'static str, key: &str, error: kube_client::Error) -> Halt {
+pub(super) fn refused(db: &Database, kind: &'static str, key: &str, error: kube_client::Error) -> Halt {
     match write::refusal(&error) {
         Some(Refusal::Quota(message)) => Blocker::QuotaExceeded { kind, message }.into(),
         Some(Refusal::Invalid(message)) => {

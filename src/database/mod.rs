@@ -10,6 +10,8 @@
 //!   again.
 //! - [`children`]: the phases that write children: the Secret, the claim, the Deployment and
 //!   Service, each only where it differs, a same-named object of someone else's left alone.
+//! - [`replicas`]: the replicas, replication Secret and -rw/-ro Services of a Database of
+//!   several instances.
 //! - [`status`]: what the status says, and why the Database is blocked.
 //! - [`upgrade`]: which image runs while `spec.image` changes.
 //! - [`pods`]: why a Database's pod does not run, in the pod's words.
@@ -20,6 +22,7 @@
 mod children;
 mod pods;
 mod reconcile;
+mod replicas;
 pub(crate) mod restore;
 pub(crate) mod schedule;
 pub(crate) mod status;

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! plan the image ─> ownership ─> restorable ─> credentials ─> volume ─> backup ready
-//!   (upgrade.rs)                                (children.rs)             ─> workload ─> health
-//!                                                                           ─> pods (pods.rs)
+//!   (upgrade.rs)                                (children.rs)             ─> workload
+//!                                     ─> replicas (replicas.rs) ─> health ─> pods (pods.rs)
 //!                  any phase may stop the pass: Blocked(reason) or Failed(error)
 //! ─> status (status.rs) ─> schedule (schedule.rs) ─> write the status ─> publish the events
 //! ```
@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube_client::api::{Api, ListParams};
@@ -41,7 +42,7 @@ use super::pods::{self, POD_GRACE};
 use super::restore::{self, Restore};
 use super::status::{self, Blocker};
 use super::upgrade::{self, Plan};
-use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseStatus, UpgradeState};
+use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseStatus, InstanceStatus, UpgradeState};
 use crate::engine::{self, Engine};
 use crate::resources::meta::{instance_selector, is_controlled_by};
 use crate::resources::restore::restored;
@@ -120,6 +121,8 @@ pub(crate) struct Stores {
     pub(crate) claims: Store<PersistentVolumeClaimView>,
     /// Secrets carrying the operator's label, metadata only.
     pub(crate) secrets: Store<SecretView>,
+    /// PodDisruptionBudgets carrying the operator's label (Databases of several instances).
+    pub(crate) disruption_budgets: Store<PodDisruptionBudget>,
     /// DatabaseBackups (the backup controller's cache): restores, schedules, backups before
     /// upgrades.
     pub(crate) backups: Store<DatabaseBackup>,
@@ -159,6 +162,8 @@ pub(super) struct Pass<'a> {
     pub(super) deployment: Option<Arc<DeploymentView>>,
     /// The uid of the data claim as the volume phase wrote or found it: `status.claimUID`.
     pub(super) claim_uid: Option<String>,
+    /// Each instance, as the replicas phase found them (Databases of several instances).
+    pub(super) instances: Vec<InstanceStatus>,
     pub(super) report: Report,
 }
 
@@ -201,6 +206,7 @@ impl DatabaseReconciler {
             restore: restore::restore(db, &self.stores.backups, &self.stores.claims, self.backup_image.as_deref()),
             deployment: None,
             claim_uid: None,
+            instances: Vec::new(),
             report: Report::default(),
         };
         let outcome = self.run(&mut pass).await;
@@ -217,7 +223,12 @@ impl DatabaseReconciler {
             Err(Halt::Failed(error)) => return Err(error),
         };
         let restored = restored_now(pass).is_some();
-        let observed = status::Seen { deployment: pass.deployment.as_deref(), blocker: blocker.as_ref(), restored };
+        let observed = status::Seen {
+            deployment: pass.deployment.as_deref(),
+            blocker: blocker.as_ref(),
+            restored,
+            instances: &pass.instances,
+        };
         let mut status = status::desired(pass.db, &observed, &pass.plan, &pass.now);
         if let Some(uid) = pass.claim_uid.take() {
             status.claim_uid = Some(uid);
@@ -258,6 +269,7 @@ impl DatabaseReconciler {
             backup_ready(pass)?;
         }
         self.workload(pass).await?;
+        self.replicas(pass).await?;
         health(pass)?;
         self.pods(pass).await
     }

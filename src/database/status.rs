@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use operator_runtime::conditions::{self, State};
 
 use super::upgrade::Plan;
-use crate::api::{Database, DatabaseStatus, Phase, UpgradeState, UpgradeStatus};
+use crate::api::{Database, DatabaseStatus, InstanceStatus, Phase, Role, UpgradeState, UpgradeStatus};
 use crate::engine;
 use crate::resources::{secret, view::DeploymentView};
 
@@ -279,12 +279,37 @@ pub(crate) struct Seen<'a> {
     pub(crate) blocker: Option<&'a Blocker>,
     /// The pass recorded a restore: the pod that loaded it serves, and is replaced next.
     pub(crate) restored: bool,
+    /// Each instance, when the Database has several (`spec.instances`); the first is the
+    /// primary, whose Deployment is `deployment`.
+    pub(crate) instances: &'a [InstanceStatus],
+}
+
+/// The image that last became Ready: the plan's once the Deployment runs it Ready.
+fn current_image(
+    deployment: Option<&DeploymentView>,
+    plan: &Plan,
+    previous: Option<&DatabaseStatus>,
+) -> Option<String> {
+    if deployment.is_some_and(|d| d.runs_ready(&plan.image)) {
+        Some(plan.image.clone())
+    } else {
+        previous.and_then(|s| s.current_image.clone())
+    }
+}
+
+/// The ready count: the Deployment's, or with several instances theirs (the phase is still
+/// the primary's).
+fn ready_count(instances: &[InstanceStatus], deployment_ready: i32) -> i32 {
+    if instances.is_empty() {
+        return deployment_ready;
+    }
+    i32::try_from(instances.iter().filter(|i| i.ready).count()).unwrap_or(i32::MAX)
 }
 
 /// The status `db` should have, given what the pass saw and the image plan. `now` stamps
 /// conditions whose status changed.
 pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -> DatabaseStatus {
-    let Seen { deployment, blocker, restored } = *seen;
+    let Seen { deployment, blocker, restored, instances } = *seen;
     let previous = db.status.as_ref();
     let observed = Observed {
         ready_replicas: deployment.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0),
@@ -322,14 +347,12 @@ pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -
     let engine = engine::of_database(db);
     DatabaseStatus {
         observed_generation: generation,
-        ready_replicas: Some(observed.ready_replicas),
+        ready_replicas: Some(ready_count(instances, observed.ready_replicas)),
+        current_primary: instances.iter().find(|i| i.role == Some(Role::Primary)).map(|i| i.name.clone()),
+        instances: instances.to_vec(),
         phase: Some(summary.phase),
         secret_name: engine.map(|_| secret::secret_name(db)),
-        current_image: if deployment.is_some_and(|d| d.runs_ready(&plan.image)) {
-            Some(plan.image.clone())
-        } else {
-            previous.and_then(|s| s.current_image.clone())
-        },
+        current_image: current_image(deployment, plan, previous),
         upgrade: plan.upgrade.clone().map(Box::new),
         // What the reconcile sets itself (restore, schedule), kept until it does.
         restored_from: previous.and_then(|s| s.restored_from.clone()),
@@ -557,7 +580,7 @@ mod tests {
         plan: &Plan,
         now: &Time,
     ) -> DatabaseStatus {
-        super::desired(db, &Seen { deployment, blocker, restored: false }, plan, now)
+        super::desired(db, &Seen { deployment, blocker, restored: false, instances: &[] }, plan, now)
     }
 
     fn condition<'a>(status: &'a DatabaseStatus, type_: &str) -> &'a Condition {
@@ -650,7 +673,7 @@ mod tests {
     fn a_restored_database_is_first_ready_on_the_pod_it_keeps() {
         let mut db = database();
         // The pod that loaded the restore serves; this pass records the restore.
-        let recorded = Seen { deployment: Some(&deployment(1)), blocker: None, restored: true };
+        let recorded = Seen { deployment: Some(&deployment(1)), blocker: None, restored: true, instances: &[] };
         let status = super::desired(&db, &recorded, &no_upgrade(), &time(10));
         assert_eq!(status.phase, Some(Phase::Pending));
         assert_eq!(condition(&status, "Ready").reason, "Restarting");

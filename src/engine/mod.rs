@@ -78,6 +78,14 @@ pub(crate) trait Engine: Send + Sync {
     /// the last `exec`s the image's entrypoint or the server, so that the server is PID 1,
     /// receives SIGTERM and holds the lock.
     fn server_script(&self) -> String;
+    /// The shell lines that start a streaming replica of the primary served at `primary` (the
+    /// name of the Database's -rw Service), after the data volume is locked: the first start
+    /// copies the primary (a base backup) as [`REPLICATION_USER`], whose password is in
+    /// [`REPLICATION_PASSWORD_VARIABLE`]; every start then follows the primary and serves
+    /// reads. `None`: the engine does not replicate (`spec.instances` is 1).
+    fn replica_script(&self, _primary: &str) -> Option<String> {
+        None
+    }
     /// The command that tells whether the server accepts connections, with the engine's own
     /// tool (readiness and liveness probes run it).
     fn probe_command(&self) -> Vec<String>;
@@ -174,6 +182,13 @@ pub(crate) fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
 pub(crate) fn value(name: &str, value: &str) -> EnvVar {
     EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() }
 }
+
+/// The role replicas stream the primary's WAL as (postgres: a `REPLICATION` login role the
+/// primary's first start makes, allowed by its pg_hba from any address with its password).
+pub(crate) const REPLICATION_USER: &str = "streaming_replica";
+/// The variable that carries the replication role's password into every instance of a
+/// Database of several (from the Secret `<name>-replication`).
+pub(crate) const REPLICATION_PASSWORD_VARIABLE: &str = "REPLICATION_PASSWORD";
 
 /// Where the init container puts what the server loads at its first start.
 pub(crate) const INITDB_DIR: &str = "/docker-entrypoint-initdb.d";

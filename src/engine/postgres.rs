@@ -12,6 +12,13 @@
 //! postgres 15 and later that owner may create in its `public` schema), and a restore loads
 //! the dump as that role. A data directory initialised before this (its application user the
 //! superuser) keeps its roles.
+//!
+//! A Database of several instances streams: the primary's first start also makes the
+//! replication role (with the password of `$REPLICATION_PASSWORD`) and lets it connect for
+//! replication; a replica's first start waits for the primary, copies it with
+//! `pg_basebackup`, and marks itself a standby; every start of a replica follows the primary
+//! at the -rw Service (`primary_conninfo`, its password in a passfile on the volume, never
+//! on a command line) and serves reads (hot standby).
 
 use k8s_openapi::api::core::v1::EnvVar;
 
@@ -55,6 +62,10 @@ impl Engine for Postgres {
         "POSTGRES_PASSWORD=$(tr -dc A-Za-z0-9 < /dev/urandom | head -c 32) && export POSTGRES_PASSWORD\n\
          exec docker-entrypoint.sh postgres"
             .into()
+    }
+
+    fn replica_script(&self, primary: &str) -> Option<String> {
+        Some(REPLICA.replace("{primary}", primary).replace("{user}", super::REPLICATION_USER))
     }
 
     // pg_isready asks the server whether it accepts connections; it needs no password.
@@ -106,6 +117,27 @@ impl Engine for Postgres {
     }
 }
 
+/// A replica's start (see the module's documentation). The passfile's password needs no
+/// escaping: a generated password is letters and digits.
+const REPLICA: &str = r#"primary='{primary}'
+pgpass=/var/lib/postgresql/data/replication.pgpass
+umask 077
+printf '%s:5432:*:{user}:%s\n' "$primary" "$REPLICATION_PASSWORD" > "$pgpass"
+export PGPASSFILE="$pgpass"
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  until pg_isready --quiet --host="$primary" --port=5432 --timeout=5; do
+    echo "waiting for the primary at $primary to copy it" >&2
+    sleep 2
+  done
+  rm -rf "$PGDATA"
+  pg_basebackup --host="$primary" --port=5432 --username={user} --no-password --pgdata="$PGDATA" --wal-method=stream --checkpoint=fast
+  touch "$PGDATA/standby.signal"
+  echo "copied the primary: starting as its replica" >&2
+fi
+# The volume's fsGroup gives the directory group bits at every mount; postgres wants 0700.
+chmod 0700 "$PGDATA"
+exec postgres -c hot_standby=on -c primary_conninfo="host=$primary port=5432 user={user} passfile=$pgpass application_name=$HOSTNAME""#;
+
 /// Counts the rows of `/backup/dump`'s tables.
 const COUNT_DUMP: &str = r"pg_restore --data-only --file=- /backup/dump | awk '/^COPY .* FROM stdin;$/ { rows = 1; next } /^\\\.$/ { rows = 0; next } rows { n++ } END { print n + 0 }'";
 
@@ -116,13 +148,20 @@ const COUNT: &str = r#"psql --host="$DATABASE_HOST" --port=5432 --dbname=app --n
 /// the socket): the application's user, a login role that owns the database. The SQL goes
 /// through psql's standard input, so the password is on no command line, and with its quotes
 /// doubled; a failing statement is not written to the server's log with its text.
-const INITDB: &str = r#"if [ "$DATABASE_USER" != "$POSTGRES_USER" ]; then
-  doubled() { printf '%s' "$1" | sed "s/$2/$2$2/g"; }
+const INITDB: &str = r#"doubled() { printf '%s' "$1" | sed "s/$2/$2$2/g"; }
+if [ "$DATABASE_USER" != "$POSTGRES_USER" ]; then
   psql -v ON_ERROR_STOP=1 --username="$POSTGRES_USER" --dbname="$POSTGRES_DB" --no-password --no-psqlrc --quiet <<SQL
 SET log_min_error_statement = panic;
 CREATE ROLE "$(doubled "$DATABASE_USER" '"')" LOGIN PASSWORD '$(doubled "$DATABASE_PASSWORD" "'")';
 ALTER DATABASE "$(doubled "$POSTGRES_DB" '"')" OWNER TO "$(doubled "$DATABASE_USER" '"')";
 SQL
+fi
+if [ -n "${REPLICATION_PASSWORD:-}" ]; then
+  psql -v ON_ERROR_STOP=1 --username="$POSTGRES_USER" --dbname="$POSTGRES_DB" --no-password --no-psqlrc --quiet <<SQL
+SET log_min_error_statement = panic;
+CREATE ROLE streaming_replica REPLICATION LOGIN PASSWORD '$(doubled "$REPLICATION_PASSWORD" "'")';
+SQL
+  echo 'host replication streaming_replica all scram-sha-256' >> "$PGDATA/pg_hba.conf"
 fi"#;
 
 #[cfg(test)]
@@ -131,20 +170,23 @@ mod tests {
 
     use super::INITDB;
 
-    /// The script's SQL, as psql would receive it, for the given user and password (psql
-    /// replaced by `cat`).
-    fn sql(user: &str, password: &str) -> String {
-        let script = format!("psql() {{ cat; }}\n{INITDB}");
-        let output = Command::new("sh")
-            .args(["-c", &script])
-            .env("POSTGRES_USER", "postgres")
-            .env("POSTGRES_DB", "app")
-            .env("DATABASE_USER", user)
-            .env("DATABASE_PASSWORD", password)
-            .output()
-            .unwrap();
+    /// Runs [`INITDB`] as the image's entrypoint does (sourced by bash under `set -Eeuo
+    /// pipefail`: an unset variable is an error), with psql printing the SQL it is given.
+    fn initdb(env: &[(&str, &str)]) -> String {
+        let script = format!("set -Eeuo pipefail\npsql() {{ cat; }}\n{INITDB}");
+        let output = Command::new("bash").args(["-c", &script]).envs(env.iter().copied()).output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// The script's SQL for the given application user and password, on a Database of one.
+    fn sql(user: &str, password: &str) -> String {
+        initdb(&[
+            ("POSTGRES_USER", "postgres"),
+            ("POSTGRES_DB", "app"),
+            ("DATABASE_USER", user),
+            ("DATABASE_PASSWORD", password),
+        ])
     }
 
     #[test]
@@ -160,5 +202,38 @@ mod tests {
     #[test]
     fn a_secret_naming_the_superuser_makes_no_role() {
         assert_eq!(sql("postgres", "x"), "");
+    }
+
+    #[test]
+    fn a_primary_of_several_instances_makes_the_replication_role_and_lets_it_replicate() {
+        let dir = std::env::temp_dir().join(format!("initdb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir_text = dir.to_str().unwrap();
+        let sql = initdb(&[
+            ("POSTGRES_USER", "postgres"),
+            ("POSTGRES_DB", "app"),
+            ("DATABASE_USER", "postgres"),
+            ("REPLICATION_PASSWORD", "it's"),
+            ("PGDATA", dir_text),
+        ]);
+        let hba = std::fs::read_to_string(dir.join("pg_hba.conf")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(sql.contains("CREATE ROLE streaming_replica REPLICATION LOGIN PASSWORD 'it''s';"), "{sql}");
+        assert_eq!(hba, "host replication streaming_replica all scram-sha-256\n");
+    }
+
+    #[test]
+    fn a_replica_copies_its_primary_once_and_follows_it_without_a_password_on_a_command_line() {
+        use crate::engine::Engine;
+        let script = super::Postgres.replica_script("orders-rw").unwrap();
+        assert!(script.starts_with("primary='orders-rw'"), "{script}");
+        assert!(
+            script.contains("pg_basebackup --host=\"$primary\" --port=5432 --username=streaming_replica --no-password")
+        );
+        assert!(script.contains("user=streaming_replica passfile=$pgpass"), "{script}");
+        // The password is written by printf, a shell builtin: on no process's command line.
+        assert_eq!(script.matches("$REPLICATION_PASSWORD").count(), 1, "{script}");
+        assert!(script.contains(r#"printf '%s:5432:*:streaming_replica:%s\n' "$primary" "$REPLICATION_PASSWORD""#));
+        assert!(script.lines().last().unwrap().starts_with("exec postgres "), "{script}");
     }
 }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube_client::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -52,13 +53,15 @@ impl Controllers {
         let services = factory.informer_selected::<ServiceView>(LABEL_SELECTOR);
         let claims = factory.informer_selected::<PersistentVolumeClaimView>(LABEL_SELECTOR);
         let secrets = factory.informer_selected::<SecretView>(LABEL_SELECTOR);
+        let disruption_budgets = factory.informer_selected::<PodDisruptionBudget>(LABEL_SELECTOR);
         let jobs = factory.informer_selected::<Job>(LABEL_SELECTOR);
         let backups = factory.informer::<DatabaseBackup>();
-        // Databases, DatabaseBackups and Jobs are cached whole, but for their annotations:
-        // nothing reads them, and a user may write 256 KiB of them on each.
+        // Databases, DatabaseBackups, Jobs and PodDisruptionBudgets are cached whole, but for
+        // their annotations: nothing reads them, and a user may write 256 KiB of them on each.
         databases.set_transform(Arc::new(strip_annotations_and_managed_fields::<Database>));
         backups.set_transform(Arc::new(strip_annotations_and_managed_fields::<DatabaseBackup>));
         jobs.set_transform(Arc::new(strip_annotations_and_managed_fields::<Job>));
+        disruption_budgets.set_transform(Arc::new(strip_annotations_and_managed_fields::<PodDisruptionBudget>));
         backups.add_indexer(index::BY_DATABASE, Arc::new(index::by_database));
         databases.add_indexer(index::BY_RESTORE_SOURCE, Arc::new(index::by_restore_source));
         let writer = Writer::new(client.clone(), MANAGER);
@@ -77,6 +80,7 @@ impl Controllers {
             services: services.store(),
             claims: claims.store(),
             secrets: secrets.store(),
+            disruption_budgets: disruption_budgets.store(),
             backups: backups.store(),
         };
         let database_reconciler = DatabaseReconciler::new(
@@ -91,6 +95,7 @@ impl Controllers {
             .owns(services.clone())
             .owns(claims.clone())
             .owns(secrets.clone())
+            .owns(disruption_budgets)
             // A retained claim or Secret has no owner: its label names its Database.
             .watches(claims.clone(), labelled_database(&databases))
             .watches(secrets, labelled_database(&databases))

@@ -42,6 +42,15 @@ fn storage(db: &Database) -> Storage {
 
 /// The claim `db` wants, given the live one (if any): never smaller than it is.
 pub(crate) fn claim(db: &Database, live: Option<&PersistentVolumeClaimView>) -> PersistentVolumeClaim {
+    claim_named(db, claim_name(db), live)
+}
+
+/// The claim `name` of `db` (its own, or a replica's), as [`claim`] makes `db`'s.
+pub(crate) fn claim_named(
+    db: &Database,
+    name: String,
+    live: Option<&PersistentVolumeClaimView>,
+) -> PersistentVolumeClaim {
     let storage = storage(db);
     let wanted = storage.size.clone().unwrap_or_else(|| default_size(db.spec.size).to_string());
     let current = live.and_then(PersistentVolumeClaimView::requested_storage);
@@ -49,7 +58,7 @@ pub(crate) fn claim(db: &Database, live: Option<&PersistentVolumeClaimView>) -> 
         Some(current) if compare_quantities(current, &wanted).is_some_and(|o| o.is_gt()) => current.to_string(),
         _ => wanted,
     };
-    let mut metadata = child_of(db, claim_name(db));
+    let mut metadata = child_of(db, name);
     if let Some(uid) = &db.metadata.uid {
         metadata.labels.get_or_insert_with(Default::default).insert(DATABASE_UID_LABEL.into(), uid.clone());
     }

@@ -90,6 +90,17 @@ pub(crate) fn instance_selector(db: &Database) -> BTreeMap<String, String> {
     ])
 }
 
+/// The label of the pods of an instance of a Database of several that says its role:
+/// `primary` or `replica`.
+pub(crate) const ROLE_LABEL: &str = "example.com/role";
+
+/// The selector of the pods of `db`'s instances of `role` (a Database of several instances).
+pub(crate) fn role_selector(db: &Database, role: crate::api::Role) -> BTreeMap<String, String> {
+    let mut selector = instance_selector(db);
+    selector.insert(ROLE_LABEL.into(), role.label().into());
+    selector
+}
+
 /// The controller ownerReference to `owner`.
 pub(crate) fn controller_reference<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
     OwnerReference {

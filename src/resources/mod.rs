@@ -6,7 +6,9 @@
 //! - [`meta`]: the field manager, the labels, the controller ownerReference, and whose a live
 //!   object is.
 //! - A Database's: [`workload`] (the Deployment and the Service), [`secret`] (the generated
-//!   credentials), [`claim`] (the data volume), [`restore`] (the init container of a restore).
+//!   credentials), [`claim`] (the data volume), [`restore`] (the init container of a restore),
+//!   [`replication`] (the replicas of a Database of several instances, and its -rw and -ro
+//!   Services).
 //! - A DatabaseBackup's: [`backup`] (its claim and its dump Job, or the Job that dumps into a
 //!   bucket), [`verify`] (the throwaway Database its verification restores, and the Job that
 //!   counts what it holds).
@@ -18,6 +20,7 @@ pub(crate) mod backup;
 pub(crate) mod bucket;
 pub(crate) mod claim;
 pub(crate) mod meta;
+pub(crate) mod replication;
 pub(crate) mod restore;
 pub(crate) mod secret;
 pub(crate) mod verify;

@@ -92,7 +92,7 @@ pub(crate) fn new_secret(db: &Database, engine: &dyn Engine) -> Result<Secret, r
 }
 
 /// A password of letters and digits from the operating system's secure generator.
-fn password() -> Result<String, rand::rand_core::OsError> {
+pub(crate) fn password() -> Result<String, rand::rand_core::OsError> {
     let mut rng = rand::rngs::OsRng;
     // A failure of the OS generator is checked once here; the sampling below cannot fail then.
     rng.try_next_u32()?;

@@ -22,7 +22,8 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
-    EnvVar, PersistentVolumeClaim, PodSecurityContext, Probe, Secret, SecurityContext, Service, Volume, VolumeMount,
+    Affinity, EnvVar, PersistentVolumeClaim, PodSecurityContext, Probe, Secret, SecurityContext, Service, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -151,6 +152,9 @@ pub struct PodSpecView {
     /// Whether the pod gets a service account token (a database's never needs one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automount_service_account_token: Option<bool>,
+    /// The pod's affinity: the instances of a Database of several keep off each other's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Box<Affinity>>,
 }
 
 /// A container: what the operator sets.
@@ -423,7 +427,7 @@ mod tests {
     use super::*;
     use crate::api::{Database, DatabaseSpec, EngineKind, Size};
     use crate::engine;
-    use crate::resources::{claim, restore, workload};
+    use crate::resources::{claim, replication, restore, workload};
     use kube_core::Resource;
     use operator_runtime::drift::differs;
 
@@ -472,14 +476,32 @@ mod tests {
             }
             let service = workload::service(&db);
             let claim = claim::claim(&db, None);
-            let deployment_view: DeploymentView = through(&deployment);
-            let service_view: ServiceView = through(&service);
-            let claim_view: PersistentVolumeClaimView = through(&claim);
-            // Inclusion both ways: the view holds exactly what the operator sets.
-            assert!(!differs(&deployment, &deployment_view) && !differs(&deployment_view, &deployment), "{engine:?}");
-            assert!(!differs(&service, &service_view) && !differs(&service_view, &service), "{engine:?}");
-            assert!(!differs(&claim, &claim_view) && !differs(&claim_view, &claim), "{engine:?}");
+            assert_survives(&deployment, &service, &claim, engine);
         }
+        // A Database of several instances: its primary, a replica, the -rw Service.
+        let mut db = database();
+        (db.spec.engine, db.spec.instances) = (Some(EngineKind::Postgres), Some(3));
+        let mut primary = workload::deployment(&db);
+        replication::with_primary(&mut primary, &db);
+        let [rw, _] = replication::services(&db);
+        assert_survives(&primary, &rw, &replication::replica_claim(&db, 2, None), Some(EngineKind::Postgres));
+        let replica = replication::replica_deployment(&db, 2, "postgres:17", None);
+        assert_survives(&replica, &workload::service(&db), &claim::claim(&db, None), Some(EngineKind::Postgres));
+    }
+
+    /// Inclusion both ways: each view holds exactly what the operator sets.
+    fn assert_survives(
+        deployment: &Deployment,
+        service: &Service,
+        claim: &PersistentVolumeClaim,
+        engine: Option<EngineKind>,
+    ) {
+        let deployment_view: DeploymentView = through(deployment);
+        let service_view: ServiceView = through(service);
+        let claim_view: PersistentVolumeClaimView = through(claim);
+        assert!(!differs(deployment, &deployment_view) && !differs(&deployment_view, deployment), "{engine:?}");
+        assert!(!differs(service, &service_view) && !differs(&service_view, service), "{engine:?}");
+        assert!(!differs(claim, &claim_view) && !differs(&claim_view, claim), "{engine:?}");
     }
 
     #[test]

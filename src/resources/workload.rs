@@ -185,13 +185,18 @@ fn generic_deployment(db: &Database, image: &str, marker: Option<&str>) -> Deplo
 }
 
 /// The Service `db` wants: port 8080 (`http`) in front of its pods, or the engine's port
-/// named after it.
+/// named after it; in front of the primary's pod only, when `db` has replicas.
 pub(crate) fn service(db: &Database) -> Service {
+    let selector = if crate::api::replicated(db) {
+        super::meta::role_selector(db, crate::api::Role::Primary)
+    } else {
+        instance_selector(db)
+    };
     let (port_name, port) = engine::of_database(db).map_or(("http", PORT), |engine| (engine.name(), engine.port()));
     Service {
         metadata: child_of(db, name(db)),
         spec: Some(ServiceSpec {
-            selector: Some(instance_selector(db)),
+            selector: Some(selector),
             ports: Some(vec![ServicePort {
                 name: Some(port_name.into()),
                 port,

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use database_operator::api::{Database, Phase};
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::Client;
@@ -101,6 +102,36 @@ pub(crate) mod images {
     pub(crate) const MISSING: &str = "postgres:17-not-built-here";
 }
 
+/// Long enough for a real database's first start, a dump or a client pod on a busy two-core
+/// machine.
+pub(crate) const CONVERGE: Duration = Duration::from_secs(180);
+
+/// Waits up to a minute for `$1` (a command) to succeed: a client's first connection after the
+/// server came back may find the Service's endpoints not yet updated, as a real client would.
+const REACHABLE: &str =
+    r#"reachable() { for _ in $(seq 60); do "$@" > /dev/null 2>&1 && return; sleep 1; done; "$@"; }"#;
+
+/// A client script with [`REACHABLE`] defined.
+pub(crate) fn reaching(script: &str) -> String {
+    format!("{REACHABLE}\n{script}")
+}
+
+/// A thousand rows `(i, 'item i')` written by a SQL client, and what reads them back: the
+/// count and a checksum of every name in order.
+pub(crate) const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
+pub(crate) const PG_WRITE: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
+
+/// Waits until Database `name` is Ready and returns it.
+pub(crate) async fn ready(databases: &Api<Database>, name: &str) -> Database {
+    wait_until(&format!("Database {name} to be Ready"), CONVERGE, || async {
+        let db = databases.get(name).await.ok()?;
+        (db.status.as_ref()?.phase == Some(Phase::Ready)).then_some(db)
+    })
+    .await
+}
+
 /// Runs `sql` in the postgres of Database `database` in `namespace`, inside its container
 /// (`kubectl exec`, psql on the server's local socket as the application user) and returns
 /// what psql printed, unaligned and without headers (`count|checksum`). Panics with psql's
@@ -136,6 +167,20 @@ pub(crate) async fn client_pod(
     secret: &str,
     script: &str,
 ) -> String {
+    client_pod_on(client, ns, None, name, image, secret, script).await
+}
+
+/// [`client_pod`] on node `node` (its `kubernetes.io/hostname`), or where the scheduler puts
+/// it.
+pub(crate) async fn client_pod_on(
+    client: &Client,
+    ns: &str,
+    node: Option<&str>,
+    name: &str,
+    image: &str,
+    secret: &str,
+    script: &str,
+) -> String {
     let env: Vec<_> = [("DATABASE_URI", "uri"), ("DATABASE_HOST", "host"), ("DATABASE_USER", "username")]
         .into_iter()
         .chain([("DATABASE_PASSWORD", "password")])
@@ -148,6 +193,7 @@ pub(crate) async fn client_pod(
         "metadata": {"name": name},
         "spec": {
             "restartPolicy": "Never",
+            "nodeSelector": node.map(|node| serde_json::json!({"kubernetes.io/hostname": node})),
             "automountServiceAccountToken": false,
             "securityContext": {"runAsNonRoot": true, "runAsUser": 999, "runAsGroup": 999,
                                 "seccompProfile": {"type": "RuntimeDefault"}},

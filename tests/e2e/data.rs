@@ -21,20 +21,8 @@ use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEve
 use serde_json::json;
 
 use crate::common::{Nodes, Operator, TestNamespace, client, client_pod, images, install_crd, psql_as, wait_until};
-
-/// Long enough for a real database's first start, a dump or a client pod on a busy two-core
-/// machine.
-pub(crate) const CONVERGE: Duration = Duration::from_secs(180);
-
-/// Waits up to a minute for `$1` (a command) to succeed: a client's first connection after the
-/// server came back may find the Service's endpoints not yet updated, as a real client would.
-const REACHABLE: &str =
-    r#"reachable() { for _ in $(seq 60); do "$@" > /dev/null 2>&1 && return; sleep 1; done; "$@"; }"#;
-
-/// A client script with [`REACHABLE`] defined.
-pub(crate) fn reaching(script: &str) -> String {
-    format!("{REACHABLE}\n{script}")
-}
+// Shared with the other test binaries that include common.rs.
+pub(crate) use crate::common::{CONVERGE, PG_READ, PG_WRITE, reaching, ready};
 
 /// The client scripts of `engine`: one that writes the rows (keys, for redis), one that reads
 /// their count and checksum back.
@@ -46,13 +34,6 @@ pub(crate) fn write_and_read(engine: EngineKind) -> (String, String) {
         EngineKind::Redis => (REDIS_WRITE.into(), REDIS_READ.into()),
     }
 }
-
-/// A thousand rows `(i, 'item i')` written by a SQL client, and what reads them back: the
-/// count and a checksum of every name in order.
-pub(crate) const PG_READ: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
-psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "select count(*), md5(string_agg(name, ',' order by id)) from items""#;
-pub(crate) const PG_WRITE: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
-psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c 'create table items (id int primary key, name text)' -c "insert into items select i, 'item ' || i from generate_series(1, 1000) i""#;
 
 /// Who the application's user is: its name, whether it is a superuser, and the owner of its
 /// database (`app|f|app`).
@@ -389,14 +370,6 @@ async fn a_restart_the_operator_rolls_reads_as_progressing_never_degraded_and_ke
     assert!(seen.iter().filter(|s| s.0 == 1).any(|s| restarting(&s)), "no restart after the restore: {seen:?}");
     assert!(seen.iter().filter(|s| s.0 == 2).any(|s| restarting(&s)), "no restart for the new size: {seen:?}");
     assert_eq!(resize.last(), Some(&Some(Phase::Ready)), "{seen:?}");
-}
-
-pub(crate) async fn ready(databases: &Api<Database>, name: &str) -> Database {
-    wait_until(&format!("Database {name} to be Ready"), CONVERGE, || async {
-        let db = databases.get(name).await.ok()?;
-        (db.status.as_ref()?.phase == Some(Phase::Ready)).then_some(db)
-    })
-    .await
 }
 
 /// Redis, whose restore used to come up empty: with append-only persistence the server loads

@@ -49,6 +49,11 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["list", "watch", "create", "patch", "get"]
+# A Database of several instances: the PodDisruptionBudget of its pods, cached and written
+# as the Deployments and Services are.
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["list", "watch", "create", "patch", "get"]
 # A Database with an engine: its data claim (cached when it carries the operator's label,
 # applied create-only when absent, then applied), and its credentials Secret (cached as
 # metadata when it carries the label, created once). `get` reads a claim or Secret that a

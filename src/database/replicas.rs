@@ -1,0 +1,95 @@
+//! The replicas phase: a Database of several instances (`spec.instances`, postgres) gets its
+//! replication Secret, one claim and one Deployment per replica, its -rw and -ro Services
+//! and its PodDisruptionBudget; the pass records each instance's role and readiness for the status.
+//!
+//! - The primary is the Database's own Deployment (the workload phase wrote it, with its role
+//!   label and the replication password: [`replication::with_primary`]); the replicas run the
+//!   image the plan chose for it, so an upgrade rolls them with the primary.
+//! - The replication Secret is created once and never written again, like the credentials:
+//!   a replica with a new password could no longer follow its primary.
+//! - Each child is written only where it differs ([`DatabaseReconciler::ensure`]); a
+//!   same-named object of someone else's blocks the Database (`NotOwned`), never adopted.
+
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use operator_runtime::informer::key_of;
+use operator_runtime::write::{Created, Wrote};
+use tracing::info;
+
+use super::children::{refused, wrote};
+use super::reconcile::{DatabaseReconciler, Error, Pass, Step};
+use super::status::Blocker;
+use crate::api::{InstanceStatus, Role, instance_name, instances, replicated};
+use crate::resources::claim;
+use crate::resources::meta::{is_controlled_by, is_ours};
+use crate::resources::replication;
+use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, ServiceView};
+
+impl DatabaseReconciler {
+    /// The replicas of a Database of several instances, and its -rw and -ro Services.
+    pub(super) async fn replicas(&self, pass: &mut Pass<'_>) -> Step {
+        let db = pass.db;
+        if !replicated(db) {
+            return Ok(());
+        }
+        self.replication_secret(pass).await?;
+        let image = pass.plan.image.clone();
+        let primary_ready = pass.deployment.as_deref().is_some_and(|d| d.runs_ready(&image));
+        let mut seen =
+            vec![InstanceStatus { name: instance_name(db, 1), role: Some(Role::Primary), ready: primary_ready }];
+        for ordinal in 2..=instances(db) {
+            let name = instance_name(db, ordinal);
+            let claim_name = replication::claim_name(&name);
+            let live_claim = self.stores.claims.get(&pass.key(&claim_name));
+            let desired_claim = replication::replica_claim(db, ordinal, live_claim.as_deref());
+            let claim =
+                self.ensure(db, desired_claim, live_claim, |c: &PersistentVolumeClaimView| claim::is_ours(c, db)).await;
+            pass.report.writes("Database", &[("PersistentVolumeClaim", &claim_name, &wrote(&claim))]);
+            claim?;
+            let live = self.stores.deployments.get(&pass.key(&name));
+            let desired = replication::replica_deployment(db, ordinal, &image, self.rollout_marker.as_deref());
+            let deployment =
+                self.ensure(db, desired, live, |d: &DeploymentView| is_controlled_by(&d.metadata, db)).await;
+            pass.report.writes("Database", &[("Deployment", &name, &wrote(&deployment))]);
+            let (deployment, _) = deployment?;
+            seen.push(InstanceStatus { name, role: Some(Role::Replica), ready: deployment.runs_ready(&image) });
+        }
+        for service in replication::services(db) {
+            let name = service.metadata.name.clone().unwrap_or_default();
+            let live = self.stores.services.get(&pass.key(&name));
+            let step = self.ensure(db, service, live, |s: &ServiceView| is_controlled_by(&s.metadata, db)).await;
+            pass.report.writes("Database", &[("Service", &name, &wrote(&step))]);
+            step?;
+        }
+        let budget = replication::disruption_budget(db);
+        let name = budget.metadata.name.clone().unwrap_or_default();
+        let live = self.stores.disruption_budgets.get(&pass.key(&name));
+        let step = self.ensure(db, budget, live, |b: &PodDisruptionBudget| is_controlled_by(&b.metadata, db)).await;
+        pass.report.writes("Database", &[("PodDisruptionBudget", &name, &wrote(&step))]);
+        step?;
+        pass.instances = seen;
+        Ok(())
+    }
+
+    /// The replication Secret: created when missing, never written again; one of that name
+    /// that is not the Database's blocks it.
+    async fn replication_secret(&self, pass: &mut Pass<'_>) -> Step {
+        let db = pass.db;
+        let name = replication::secret_name(db);
+        match self.stores.secrets.get(&pass.key(&name)) {
+            Some(live) if is_ours(&live.metadata, db) => return Ok(()),
+            Some(_) => return Err(Blocker::NotOwned { kind: "Secret", name }.into()),
+            None => {}
+        }
+        let secret = replication::new_secret(db).map_err(|e| Error::Random(e.to_string()))?;
+        match self.writer.create(&secret).await {
+            Ok(Created::New) => {
+                info!(child = %key_of(&secret), reason = "Created", "wrote Secret");
+                pass.report.writes("Database", &[("Secret", &name, &Wrote::Created)]);
+                Ok(())
+            }
+            Ok(Created::Existed(meta)) if is_ours(&meta, db) => Ok(()),
+            Ok(Created::Existed(_)) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
+            Err(error) => Err(refused(db, "Secret", &key_of(&secret), error)),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! A plane of several real nodes (`REAL_NODES=3 NODES=real hack/control-plane.sh up`: each
+//! node its own network namespace, containerd, kubelet, kube-proxy and CoreDNS), the ground
+//! a Database of several instances will stand on: pods on one node reach a database on
+//! another through its Service, and a node that stops answering (frozen) or loses its power
+//! (killed) is seen as lost by the cluster and by the Database's status, and comes back with
+//! its data. Data is proven by reading it back (count and checksum) from clients on the other
+//! nodes.
+//!
+//! hack/test.sh runs this binary after the rest of the suite, on a plane of its own (a test
+//! here freezes and kills nodes, which the suite's tests must never see), with
+//! `cargo test --test nodes`: it is no part of `cargo test --all-targets` (`test = false`
+//! in Cargo.toml), whose plane has one real node. Its tests run one at a time ([`SERIAL`]).
+
+#[path = "../e2e/common.rs"]
+#[allow(dead_code)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use database_operator::api::{Database, DatabaseSpec, EngineKind, Phase, Role, Size};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube_client::Client;
+use kube_client::api::{Api, ListParams, PostParams};
+
+use crate::common::{
+    Nodes, Operator, PG_READ, PG_WRITE, TestNamespace, client, client_pod_on, images, install_crd, reaching, ready,
+    wait_until,
+};
+
+/// One test at a time: a node one test freezes must not be under another's pods.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How long the cluster may take to see a node lost: the node lifecycle controller's grace
+/// period is 10 s on this plane (hack/control-plane.sh), checked every second; the rest is
+/// room for a busy two-core machine.
+const NOTICE: Duration = Duration::from_secs(60);
+
+/// A second batch of rows, from another node than the first's.
+const PG_WRITE_MORE: &str = r#"reachable pg_isready --host="$DATABASE_HOST"
+psql "$DATABASE_URI" -v ON_ERROR_STOP=1 -Atq -c "insert into items select i, 'item ' || i from generate_series(1001, 2000) i""#;
+
+/// The plane's real nodes, by name, Ready or not; panics with instructions when it has fewer
+/// than three.
+async fn real_nodes(client: &Client) -> Vec<String> {
+    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default().labels("type=real")).await.unwrap();
+    let names: Vec<String> = nodes.items.into_iter().filter_map(|node| node.metadata.name).collect();
+    assert!(
+        names.len() >= 3,
+        "these tests need a plane of three real nodes, and this one has {names:?}: start it with \
+         `REAL_NODES=3 NODES=real hack/control-plane.sh up` (hack/test.sh does)"
+    );
+    names
+}
+
+/// Node `name`'s Ready condition: "True", "False" or "Unknown".
+async fn node_ready(client: &Client, name: &str) -> Option<String> {
+    let node = Api::<Node>::all(client.clone()).get(name).await.ok()?;
+    node.status?.conditions?.into_iter().find(|c| c.type_ == "Ready").map(|c| c.status)
+}
+
+/// Whether node `name` has the taint the node lifecycle controller puts on a node it cannot
+/// reach (`node.kubernetes.io/unreachable`, NoExecute).
+async fn tainted_unreachable(client: &Client, name: &str) -> bool {
+    let node = Api::<Node>::all(client.clone()).get(name).await.ok();
+    let taints = node.and_then(|node| node.spec?.taints).unwrap_or_default();
+    taints.iter().any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+}
+
+/// Runs `hack/control-plane.sh node ACTION NODE` on the tests' plane; panics with its words
+/// when it fails.
+fn node_action(action: &str, node: &str) {
+    let kubeconfig = std::env::var("KUBECONFIG").expect("the tests run with KUBECONFIG set");
+    let plane = std::path::Path::new(&kubeconfig).parent().and_then(|dir| dir.file_name()).unwrap();
+    let output = std::process::Command::new("hack/control-plane.sh")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PLANE", plane)
+        .args(["node", action, node])
+        .output()
+        .expect("hack/control-plane.sh runs");
+    assert!(output.status.success(), "node {action} {node}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// The node Database `name`'s pod (its primary's, with several instances) runs on.
+async fn node_of(pods: &Api<Pod>, name: &str) -> String {
+    let primary = ListParams::default().labels(&format!("app.kubernetes.io/instance={name},example.com/role=primary"));
+    let selector = match pods.list(&primary).await.unwrap().items.is_empty() {
+        true => ListParams::default().labels(&format!("app.kubernetes.io/instance={name}")),
+        false => primary,
+    };
+    let pod = pods.list(&selector).await.unwrap().items.into_iter().next().expect("the Database's pod");
+    pod.spec.and_then(|spec| spec.node_name).expect("a scheduled pod")
+}
+
+/// One test's ground: the lock of [`SERIAL`], a restricted namespace with an operator of
+/// its own, a Ready postgres Database `orders` of `instances` in it, the node it (its
+/// primary) runs on and the others.
+struct Ground {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    client: Client,
+    ns: TestNamespace,
+    _operator: Operator,
+    home: String,
+    others: Vec<String>,
+}
+
+async fn ground(prefix: &str, instances: i32) -> Ground {
+    let serial = SERIAL.lock().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::create_restricted(&client, prefix, Nodes::Real(1)).await;
+    let operator = Operator::start(&client, &ns.name);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ns.name);
+    let mut db =
+        Database::new("orders", DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
+    db.spec.instances = (instances > 1).then_some(instances);
+    databases.create(&PostParams::default(), &db).await.unwrap();
+    ready(&databases, "orders").await;
+    let home = node_of(&Api::namespaced(client.clone(), &ns.name), "orders").await;
+    let others = real_nodes(&client).await.into_iter().filter(|node| *node != home).collect();
+    Ground { _serial: serial, client, ns, _operator: operator, home, others }
+}
+
+impl Ground {
+    /// Runs client `script` (with [`reaching`]) in pod `pod` on `node`, logged in to `orders`,
+    /// and returns its log.
+    async fn run_on(&self, node: &str, pod: &str, script: &str) -> String {
+        let (image, secret) = (images::POSTGRES, "orders-credentials");
+        client_pod_on(&self.client, &self.ns.name, Some(node), pod, image, secret, &reaching(script)).await
+    }
+}
+
+#[tokio::test]
+async fn clients_on_two_nodes_write_and_read_a_database_on_a_third_through_its_service() {
+    let ground = ground("spread", 1).await;
+    let (home, first, second) = (&ground.home, &ground.others[0], &ground.others[1]);
+    ground.run_on(first, "write", PG_WRITE).await;
+    ground.run_on(second, "write-more", PG_WRITE_MORE).await;
+    let from_first = ground.run_on(first, "read", PG_READ).await;
+    let from_second = ground.run_on(second, "read-again", PG_READ).await;
+    assert!(from_first.starts_with("2000|"), "read on {first} from the database on {home}: {from_first}");
+    assert_eq!(from_second, from_first, "the same rows, read on {second} and on {first}");
+    let pods: Api<Pod> = Api::namespaced(ground.client.clone(), &ground.ns.name);
+    for (pod, node) in [("write", first), ("write-more", second), ("read", first), ("read-again", second)] {
+        assert_eq!(&pods.get(pod).await.unwrap().spec.unwrap().node_name.unwrap(), node, "{pod} ran on {node}");
+    }
+}
+
+#[tokio::test]
+async fn a_node_that_stops_answering_or_loses_its_power_is_seen_lost_and_comes_back_with_its_data() {
+    let ground = ground("lost-node", 1).await;
+    let (client, home, reader) = (&ground.client, &ground.home, &ground.others[0]);
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ground.ns.name);
+    ground.run_on(reader, "write", PG_WRITE).await;
+    let written = ground.run_on(reader, "read", PG_READ).await;
+    assert!(written.starts_with("1000|"), "{written}");
+
+    for (lose, back, round) in [("freeze", "thaw", "frozen"), ("kill", "start", "killed")] {
+        let lost = Instant::now();
+        node_action(lose, home);
+        wait_until(&format!("{home} ({round}) to read Ready Unknown"), NOTICE, || async {
+            (node_ready(client, home).await.as_deref() == Some("Unknown")).then_some(())
+        })
+        .await;
+        let noticed = lost.elapsed();
+        wait_until(&format!("{home} ({round}) to be tainted unreachable"), NOTICE, || async {
+            tainted_unreachable(client, home).await.then_some(())
+        })
+        .await;
+        // The node lifecycle controller marks the lost node's pods not Ready: the Database
+        // tells the truth.
+        let status = wait_until(&format!("Database orders on {home} ({round}) to be not Ready"), NOTICE, || async {
+            let status = databases.get("orders").await.ok()?.status?;
+            (status.phase != Some(Phase::Ready)).then_some(status)
+        })
+        .await;
+        let degraded = lost.elapsed();
+        let reason = status.conditions.iter().find(|c| c.type_ == "Degraded" && c.status == "True").map(|c| &c.reason);
+        assert_eq!(
+            (status.phase, reason.map(String::as_str)),
+            (Some(Phase::Degraded), Some("NoReadyReplicas")),
+            "{round} {home}: {status:?}"
+        );
+
+        let returned = Instant::now();
+        node_action(back, home);
+        wait_until(&format!("{home} ({back}) to be Ready"), NOTICE, || async {
+            (node_ready(client, home).await.as_deref() == Some("True")).then_some(())
+        })
+        .await;
+        ready(&databases, "orders").await;
+        let again = returned.elapsed();
+        let read = ground.run_on(reader, &format!("read-after-{round}"), PG_READ).await;
+        assert_eq!(read, written, "the rows after {home} was {round} and came back");
+        eprintln!(
+            "[figure] {round} node: Ready Unknown after {:.1} s, the Database Degraded after {:.1} s; \
+             {back}: the Database Ready again after {:.1} s",
+            noticed.as_secs_f64(),
+            degraded.as_secs_f64(),
+            again.as_secs_f64(),
+        );
+    }
+}
+
+/// Asks the Eviction API to evict `pod`, as `kubectl drain` does (with the `apiVersion` and
+/// `kind` kube-client's own `Api::evict` leaves out).
+async fn evict(pods: &Api<Pod>, pod: &str) -> Result<(), kube_client::Error> {
+    let eviction = serde_json::json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": { "name": pod },
+    });
+    pods.create_subresource::<_, serde_json::Value>("eviction", pod, &PostParams::default(), &eviction).await.map(drop)
+}
+
+/// A client script that runs `sql` with psql at `$1` (a Service's name or a pod's address) as
+/// the application's user, its password in the environment.
+fn psql_at(host: &str, sql: &str) -> String {
+    format!(
+        r#"export PGPASSWORD="$DATABASE_PASSWORD"
+reachable pg_isready --host="{host}"
+psql --host="{host}" --username="$DATABASE_USER" --dbname=app -v ON_ERROR_STOP=1 -Atq -c "{sql}""#
+    )
+}
+
+/// What [`PG_READ`] reads: the count and a checksum of every name in order.
+const COUNT_AND_CHECKSUM: &str = "select count(*), md5(string_agg(name, ',' order by id)) from items";
+
+#[tokio::test]
+async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_refuse_writes_and_drain_one_at_a_time() {
+    let started = Instant::now();
+    let ground = ground("replicas", 3).await;
+    let client = &ground.client;
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ground.ns.name);
+    let status = wait_until("every instance of orders to be ready", common::CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        (status.instances.len() == 3 && status.instances.iter().all(|i| i.ready)).then_some(status)
+    })
+    .await;
+    let all_ready = started.elapsed();
+    assert_eq!((status.current_primary.as_deref(), status.ready_replicas), (Some("orders"), Some(3)), "{status:?}");
+    let roles: Vec<_> = status.instances.iter().map(|i| (i.name.as_str(), i.role)).collect();
+    assert_eq!(
+        roles,
+        [
+            ("orders", Some(Role::Primary)),
+            ("orders-instance-2", Some(Role::Replica)),
+            ("orders-instance-3", Some(Role::Replica))
+        ]
+    );
+
+    // One node each, and the roles on the pods as the status says.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ground.ns.name);
+    let instances = pods.list(&ListParams::default().labels("app.kubernetes.io/instance=orders")).await.unwrap();
+    let mut placed: Vec<(String, String, String)> = instances
+        .items
+        .iter()
+        .map(|pod| {
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+            (labels["example.com/role"].clone(), node, ip)
+        })
+        .collect();
+    placed.sort();
+    let nodes: std::collections::BTreeSet<_> = placed.iter().map(|(_, node, _)| node.clone()).collect();
+    assert_eq!(nodes.len(), 3, "three instances on three nodes: {placed:?}");
+    assert_eq!(placed.iter().map(|(role, ..)| role.as_str()).collect::<Vec<_>>(), ["primary", "replica", "replica"]);
+
+    // Written through -rw from a node that is not the primary's; read back from each replica
+    // by its own address once it has streamed the rows.
+    let writer = &ground.others[0];
+    let create = "create table items (id int primary key, name text)";
+    let insert = "insert into items select i, 'item ' || i from generate_series(1, 2000) i";
+    ground.run_on(writer, "write-rw", &psql_at("orders-rw", create)).await;
+    ground.run_on(writer, "write-rw-more", &psql_at("orders-rw", insert)).await;
+    let written = ground.run_on(writer, "read-rw", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
+    assert!(written.starts_with("2000|"), "{written}");
+    for (i, (_, node, ip)) in placed.iter().filter(|(role, ..)| role == "replica").enumerate() {
+        let wait_for_rows = format!(
+            "{}\nfor _ in $(seq 60); do [ \"$(psql --host={ip} --username=\"$DATABASE_USER\" --dbname=app -Atq -c 'select count(*) from items' 2>/dev/null)\" = 2000 ] && break; sleep 1; done\n{}",
+            "export PGPASSWORD=\"$DATABASE_PASSWORD\"",
+            psql_at(ip, COUNT_AND_CHECKSUM)
+        );
+        let read = ground.run_on(node, &format!("read-replica-{i}"), &wait_for_rows).await;
+        assert_eq!(read, written, "the rows on the replica at {ip} on {node}");
+    }
+
+    // A drain evicts one instance at a time: the disruption controller counts the three
+    // instances under the Database's PodDisruptionBudget and allows one disruption; a
+    // replica's eviction is granted, and while the replica is away the budget allows none.
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ground.ns.name);
+    let allowing = |healthy: i32, allowed: i32| {
+        let budgets = budgets.clone();
+        async move {
+            let status = budgets.get("orders").await.ok()?.status?;
+            let counted = (status.expected_pods, status.current_healthy, status.disruptions_allowed);
+            (counted == (3, healthy, allowed)).then_some(())
+        }
+    };
+    wait_until("the budget of orders to allow one disruption", common::CONVERGE, || allowing(3, 1)).await;
+    let replica = "orders-instance-2";
+    let selector = ListParams::default().labels(&format!("example.com/database-instance={replica}"));
+    let old = pods.list(&selector).await.unwrap().items.remove(0).metadata.name.unwrap();
+    evict(&pods, &old).await.unwrap();
+    wait_until("the budget of orders to allow none", common::CONVERGE, || allowing(2, 0)).await;
+    // The evicted replica starts again on its own data and follows the primary.
+    let ip = wait_until(&format!("{replica}'s new pod to be ready"), common::CONVERGE, || async {
+        let listed = pods.list(&selector).await.ok()?.items;
+        let pod = listed
+            .into_iter()
+            .find(|p| p.metadata.name.as_deref() != Some(old.as_str()) && p.metadata.deletion_timestamp.is_none())?;
+        let status = pod.status?;
+        let ready = status.conditions?.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then_some(status.pod_ip?)
+    })
+    .await;
+    let again = ground.run_on(writer, "read-restarted", &psql_at(&ip, COUNT_AND_CHECKSUM)).await;
+    assert_eq!(again, written, "the rows on {replica} after its pod was replaced");
+
+    // A replica, through -ro, serves reads and refuses writes.
+    let read_only = ground.run_on(writer, "read-ro", &psql_at("orders-ro", COUNT_AND_CHECKSUM)).await;
+    assert_eq!(read_only, written, "read through orders-ro");
+    let refused = format!("{} 2>&1 || echo refused", psql_at("orders-ro", "insert into items values (0, 'lost')"));
+    let refused = ground.run_on(writer, "write-ro", &refused).await;
+    assert!(refused.contains("read-only transaction") && refused.ends_with("refused"), "{refused}");
+    eprintln!(
+        "[figure] three instances on three real nodes: every instance ready {:.1} s after the test began",
+        all_ready.as_secs_f64()
+    );
+
+    // Only postgres replicates: the schema says so at apply.
+    let mut mysql = Database::new("shop", DatabaseSpec::new(Size::Small, images::MYSQL).with_engine(EngineKind::Mysql));
+    mysql.spec.instances = Some(2);
+    let error = databases.create(&PostParams::default(), &mysql).await.unwrap_err().to_string();
+    assert!(error.contains("spec.instances above 1 needs spec.engine postgres"), "{error}");
+}
