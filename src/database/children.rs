@@ -17,6 +17,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube_client::api::Api;
 use kube_core::Resource;
@@ -55,22 +56,29 @@ impl DatabaseReconciler {
         let claim = claim::claim_name(db);
         if self.stores.claims.get(&pass.key(&claim)).is_some_and(|c| claim::is_ours(&c, db)) {
             // The cache may lag behind a Secret just created: the apiserver decides.
-            return match self.uncached::<k8s_openapi::api::core::v1::Secret>(db, &name).await? {
+            return match self.uncached::<Secret>(db, &name).await? {
                 Some(live) if is_ours(&live, db) => Ok(()),
                 Some(_) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
                 None => Err(Blocker::CredentialsLost { secret: name, claim }.into()),
             };
         }
         let secret = secret::new_secret(db, engine).map_err(|e| Error::Random(e.to_string()))?;
-        match self.writer.create(&secret).await {
+        self.create_secret(pass, &secret).await
+    }
+
+    /// Creates `secret`, a generated one of `pass`'s Database, once: one of that name found
+    /// there is used if it is the Database's and blocks it otherwise.
+    pub(super) async fn create_secret(&self, pass: &mut Pass<'_>, secret: &Secret) -> Step {
+        let (db, name) = (pass.db, secret.metadata.name.clone().unwrap_or_default());
+        match self.writer.create(secret).await {
             Ok(Created::New) => {
-                info!(child = %key_of(&secret), reason = "Created", "wrote Secret");
+                info!(child = %key_of(secret), reason = "Created", "wrote Secret");
                 pass.report.writes("Database", &[("Secret", &name, &Wrote::Created)]);
                 Ok(())
             }
             Ok(Created::Existed(meta)) if is_ours(&meta, db) => Ok(()),
             Ok(Created::Existed(_)) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
-            Err(error) => Err(refused(db, "Secret", &key_of(&secret), error)),
+            Err(error) => Err(refused(db, "Secret", &key_of(secret), error)),
         }
     }
 

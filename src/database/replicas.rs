@@ -11,11 +11,8 @@
 //!   same-named object of someone else's blocks the Database (`NotOwned`), never adopted.
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use operator_runtime::informer::key_of;
-use operator_runtime::write::{Created, Wrote};
-use tracing::info;
 
-use super::children::{refused, wrote};
+use super::children::wrote;
 use super::reconcile::{DatabaseReconciler, Error, Pass, Step};
 use super::status::Blocker;
 use crate::api::{InstanceStatus, Role, instance_name, instances, replicated};
@@ -81,15 +78,6 @@ impl DatabaseReconciler {
             None => {}
         }
         let secret = replication::new_secret(db).map_err(|e| Error::Random(e.to_string()))?;
-        match self.writer.create(&secret).await {
-            Ok(Created::New) => {
-                info!(child = %key_of(&secret), reason = "Created", "wrote Secret");
-                pass.report.writes("Database", &[("Secret", &name, &Wrote::Created)]);
-                Ok(())
-            }
-            Ok(Created::Existed(meta)) if is_ours(&meta, db) => Ok(()),
-            Ok(Created::Existed(_)) => Err(Blocker::NotOwned { kind: "Secret", name }.into()),
-            Err(error) => Err(refused(db, "Secret", &key_of(&secret), error)),
-        }
+        self.create_secret(pass, &secret).await
     }
 }
