@@ -10,6 +10,12 @@
 //! the scheduler's reason, and a Warning event), and looks again every [`POD_GRACE`] while the
 //! Database is not ready. Not during an upgrade: its own timeout and policy decide, and say.
 //!
+//! A Database of several instances whose primary runs is looked at the same way for its
+//! replicas: a replica the last status showed not ready and that is still not ready has its
+//! pods' cause reported as [`Blocker::ReplicaFailing`] (the Database `Degraded`, its `Ready` the
+//! primary's), and is looked at again every [`POD_GRACE`]. A replica the nodes cannot place
+//! (every instance keeps off the others' nodes) is `Unschedulable`, in the scheduler's words.
+//!
 //! The message names the pod and container and quotes no log but one line: a log line might
 //! hold what the server was given. A fetch from a bucket that is refused (the operator's own
 //! `fetch` init container, exit code 2: no backup there, a newer major version's dump, a wrong
@@ -26,6 +32,7 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod}
 
 use super::status::Blocker;
 use crate::bucket::EXIT_REFUSED;
+use crate::resources::replication::INSTANCE_NAME_LABEL;
 use crate::resources::restore::FETCH_CONTAINER;
 
 /// How long a Database's pod may take to run before the operator looks at why not; also how
@@ -50,6 +57,20 @@ const NO_SPACE: &str = "No space left on device";
 /// every pod is running or on its way.
 pub(crate) fn diagnose(pods: &[Pod]) -> Option<Blocker> {
     pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).find_map(pod_blocker)
+}
+
+/// The first cause, among `pods` (of one Database), that keeps a pod of one of the replicas
+/// `stuck` (instance names) from running, as a [`Blocker::ReplicaFailing`].
+pub(crate) fn diagnose_replicas(pods: &[Pod], stuck: &[&str]) -> Option<Blocker> {
+    let of_stuck = |pod: &&Pod| {
+        let labels = pod.metadata.labels.as_ref();
+        labels.and_then(|l| l.get(INSTANCE_NAME_LABEL)).is_some_and(|name| stuck.contains(&name.as_str()))
+    };
+    let replicas: Vec<Pod> = pods.iter().filter(of_stuck).cloned().collect();
+    match diagnose(&replicas)? {
+        Blocker::PodFailing { reason, message } => Some(Blocker::ReplicaFailing { reason, message }),
+        other => Some(other),
+    }
 }
 
 fn pod_blocker(pod: &Pod) -> Option<Blocker> {
@@ -297,5 +318,30 @@ mod tests {
         leaving.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         assert!(diagnose(&[leaving]).is_none());
+    }
+
+    #[test]
+    fn a_replica_no_node_takes_is_told_as_a_replicas_and_only_a_stuck_replicas_pods_are_read() {
+        let unplaceable = |instance: &str| {
+            let mut pending = pod(json!({"conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."}]}));
+            pending.metadata.name = Some(format!("{instance}-5d9f"));
+            pending.metadata.labels = Some([(INSTANCE_NAME_LABEL.to_string(), instance.to_string())].into());
+            pending
+        };
+        let pods = [unplaceable("orders-instance-3"), unplaceable("orders-instance-4")];
+        let blocker = diagnose_replicas(&pods, &["orders-instance-4"]).expect("a cause");
+        assert!(matches!(blocker, Blocker::ReplicaFailing { .. }), "{blocker:?}");
+        let (reason, message) = said(Some(blocker));
+        assert_eq!(reason, "Unschedulable");
+        assert!(
+            message.starts_with(
+                "pod orders-instance-4-5d9f cannot be scheduled: 0/3 nodes are available: 3 node(s) didn't match pod \
+                 anti-affinity rules.; the primary serves meanwhile"
+            ),
+            "{message}"
+        );
+        assert!(diagnose_replicas(&pods, &[]).is_none(), "a replica not known stuck is not read");
     }
 }

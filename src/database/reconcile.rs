@@ -42,7 +42,7 @@ use super::pods::{self, POD_GRACE};
 use super::restore::{self, Restore};
 use super::status::{self, Blocker};
 use super::upgrade::{self, Plan};
-use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseStatus, InstanceStatus, UpgradeState};
+use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseStatus, InstanceStatus, Role, UpgradeState};
 use crate::engine::{self, Engine};
 use crate::resources::meta::{instance_selector, is_controlled_by};
 use crate::resources::restore::restored;
@@ -252,7 +252,7 @@ impl DatabaseReconciler {
         // time, a foreign object after a while, even if nothing changes.
         let foreign = matches!(blocker, Some(Blocker::NotOwned { .. })).then_some(FOREIGN_RECHECK);
         // Pods are not watched: one that does not run is looked at again on a timer.
-        let pod = not_running(pass).then_some(POD_GRACE);
+        let pod = (not_running(pass) || pass.instances.iter().any(|i| !i.ready)).then_some(POD_GRACE);
         let recheck = [pass.plan.recheck_after, next_backup, foreign, pod].into_iter().flatten().min();
         Ok(recheck.map_or(Action::Done, Action::RequeueAfter))
     }
@@ -275,7 +275,8 @@ impl DatabaseReconciler {
     }
 
     /// Why the pod of a Database with an engine does not run, once its Deployment has not been
-    /// ready for [`POD_GRACE`] ([`pods`]): one list of its pods.
+    /// ready for [`POD_GRACE`], or why a replica's does not, once the last status showed it not
+    /// ready either ([`pods`]): one list of its pods.
     async fn pods(&self, pass: &Pass<'_>) -> Step {
         let db = pass.db;
         let not_ready_since = db.status.as_ref().and_then(|s| {
@@ -285,7 +286,9 @@ impl DatabaseReconciler {
         let long_enough = not_ready_since.is_some_and(|since| {
             pass.now.0.duration_since(since).try_into().is_ok_and(|waited: Duration| waited >= POD_GRACE)
         });
-        if !not_running(pass) || !long_enough {
+        let primary = not_running(pass) && long_enough;
+        let stuck = stuck_replicas(pass);
+        if !primary && stuck.is_empty() {
             return Ok(());
         }
         let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
@@ -295,7 +298,9 @@ impl DatabaseReconciler {
             .list(&ListParams::default().labels(&selector.join(",")))
             .await
             .map_err(|source| Error::Read { what: format!("pods of Database {}", key_of(db)), source })?;
-        match pods::diagnose(&listed.items) {
+        let found =
+            if primary { pods::diagnose(&listed.items) } else { pods::diagnose_replicas(&listed.items, &stuck) };
+        match found {
             Some(blocker) => Err(blocker.into()),
             None => Ok(()),
         }
@@ -420,6 +425,21 @@ fn not_running(pass: &Pass<'_>) -> bool {
     pass.engine.is_some()
         && pass.plan.upgrade.is_none()
         && pass.deployment.as_deref().is_some_and(|d| !d.runs_ready(&pass.plan.image))
+}
+
+/// The replicas of a Database whose primary runs that are not ready, and were not at the last
+/// status either (none during an upgrade, whose own timeout decides).
+fn stuck_replicas<'p>(pass: &'p Pass<'_>) -> Vec<&'p str> {
+    if pass.plan.upgrade.is_some() || not_running(pass) {
+        return Vec::new();
+    }
+    let before = pass.db.status.as_ref().map_or(&[][..], |s| &s.instances[..]);
+    let not_ready_before = |name: &str| before.iter().any(|b| b.name == name && !b.ready);
+    pass.instances
+        .iter()
+        .filter(|i| i.role == Some(Role::Replica) && !i.ready && not_ready_before(&i.name))
+        .map(|i| i.name.as_str())
+        .collect()
 }
 
 /// A Deployment that cannot run its pods blocks the Database, in its own words.

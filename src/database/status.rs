@@ -10,6 +10,9 @@
 //! | `Degraded`    | a child cannot be realised, the database was ready and is not now, or |
 //! |               | an upgrade failed or was refused (see [`super::upgrade`])               |
 //!
+//! A replica that does not run (a Database of several instances) makes the Database
+//! `Degraded` in its pod's words while `Ready` stays the primary's: the primary serves.
+//!
 //! `lastTransitionTime` changes only when a condition's status changes, so recomputing an
 //! unchanged state yields an equal status and the operator writes nothing. The status is also
 //! the record of what the operator has said: a [`Blocker`] gets its event only while the
@@ -133,6 +136,16 @@ pub(crate) enum Blocker {
         /// The cause, with the pod and the container named.
         message: String,
     },
+    /// A replica's pod (a Database of several instances) has not run for a while, for a cause
+    /// its status gives, as [`Blocker::PodFailing`]'s: an instance the nodes cannot place is
+    /// `Unschedulable`. The primary serves: the Database is `Degraded`, its `Ready` the
+    /// primary's.
+    ReplicaFailing {
+        /// As [`Blocker::PodFailing`]'s.
+        reason: String,
+        /// The cause, with the pod and the container named.
+        message: String,
+    },
 }
 
 impl Blocker {
@@ -173,7 +186,9 @@ impl Blocker {
             Blocker::CredentialsLost { .. } => "CredentialsLost",
             Blocker::ClaimLost { .. } => "ClaimLost",
             Blocker::ClaimReplaced { .. } => "ClaimReplaced",
-            Blocker::DeploymentFailing { reason, .. } | Blocker::PodFailing { reason, .. } => reason,
+            Blocker::DeploymentFailing { reason, .. }
+            | Blocker::PodFailing { reason, .. }
+            | Blocker::ReplicaFailing { reason, .. } => reason,
         }
     }
 
@@ -224,6 +239,10 @@ impl Blocker {
                 format!("the Deployment cannot run the database: {message}")
             }
             Blocker::PodFailing { message, .. } => message.clone(),
+            Blocker::ReplicaFailing { message, .. } => format!(
+                "{message}; the primary serves meanwhile (each instance needs a node of its own, and spec.instances \
+                 cannot be lowered: add a node, or create a new Database with fewer instances)"
+            ),
         }
     }
 }
@@ -322,7 +341,12 @@ pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -
             match s.phase {
                 Some(Phase::Ready) => true,
                 Some(Phase::Pending) => reason("Ready", RESTARTING),
-                Some(Phase::Degraded) => reason("Degraded", "NoReadyReplicas"),
+                // A replica that does not run leaves the primary's Ready as it was.
+                Some(Phase::Degraded) => {
+                    reason("Degraded", "NoReadyReplicas")
+                        || (!s.instances.is_empty()
+                            && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                }
                 None => false,
             }
         }),
@@ -332,7 +356,7 @@ pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -
         }),
     };
     let summary = match (blocker, plan.upgrade.as_ref()) {
-        (Some(blocker), _) => blocked(blocker),
+        (Some(blocker), _) => blocked(blocker, &observed),
         // An upgrade that failed or was refused: the database may well serve (the old image,
         // or the new one that is not Ready), but the spec is not what runs.
         (None, Some(upgrade)) if !matches!(upgrade.state, UpgradeState::Upgrading | UpgradeState::BackingUp) => {
@@ -369,9 +393,15 @@ pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -
 
 /// A Database its reconcile could not bring to the spec: a wait (`Pending`) or a fault
 /// (`Degraded`), in the blocker's words.
-fn blocked(blocker: &Blocker) -> Summary {
+fn blocked(blocker: &Blocker, observed: &Observed) -> Summary {
     let (reason, message) = (blocker.reason(), blocker.message());
     match blocker {
+        Blocker::ReplicaFailing { .. } => Summary {
+            phase: Phase::Degraded,
+            ready: observed.ready(),
+            progressing: State::no(reason, "the operator cannot proceed until the problem is fixed"),
+            degraded: State::yes(reason, message),
+        },
         Blocker::Waiting { .. } => Summary {
             phase: Phase::Pending,
             ready: State::no(reason, message.clone()),
@@ -602,6 +632,39 @@ mod tests {
         assert_eq!(status.phase, Some(Phase::Ready));
         assert_eq!(status.ready_replicas, Some(1));
         assert_eq!(condition(&status, "Ready").reason, "DeploymentReady");
+    }
+
+    #[test]
+    fn a_replica_that_cannot_run_degrades_the_database_while_its_primary_stays_ready_and_says_so_once() {
+        let db = database();
+        let instances = [
+            InstanceStatus { name: "orders".into(), role: Some(Role::Primary), ready: true },
+            InstanceStatus { name: "orders-instance-2".into(), role: Some(Role::Replica), ready: false },
+        ];
+        let blocker = Blocker::ReplicaFailing {
+            reason: "Unschedulable".into(),
+            message: "pod orders-instance-2-5d9f cannot be scheduled: 0/1 nodes are available".into(),
+        };
+        let seen =
+            Seen { deployment: Some(&deployment(1)), blocker: Some(&blocker), restored: false, instances: &instances };
+        let status = super::desired(&db, &seen, &no_upgrade(), &time(10));
+        assert_eq!((status.phase, status.ready_replicas), (Some(Phase::Degraded), Some(1)));
+        assert_eq!(
+            (condition(&status, "Ready").status.as_str(), condition(&status, "Ready").reason.as_str()),
+            ("True", "DeploymentReady")
+        );
+        let degraded = condition(&status, "Degraded");
+        assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "Unschedulable"));
+        assert!(degraded.message.contains("orders-instance-2-5d9f") && degraded.message.contains("the primary serves"));
+        let db = Database { status: Some(status), ..db };
+        assert!(blocker.reported_in(db.status.as_ref()), "one event, not one per pass");
+        // Once the replica runs, the Database is Ready again, its Ready unchanged since.
+        let running = [instances[0].clone(), InstanceStatus { ready: true, ..instances[1].clone() }];
+        let seen = Seen { blocker: None, instances: &running, ..seen };
+        let status = super::desired(&db, &seen, &no_upgrade(), &time(40));
+        assert_eq!((status.phase, status.ready_replicas), (Some(Phase::Ready), Some(2)));
+        assert_eq!(condition(&status, "Ready").last_transition_time, time(10));
+        assert_eq!(condition(&status, "Degraded").status, "False");
     }
 
     #[test]

@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use database_operator::api::{Database, DatabaseSpec, EngineKind, Phase, Role, Size};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube_client::Client;
-use kube_client::api::{Api, ListParams, PostParams};
+use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
 use crate::common::{
     Nodes, Operator, PG_READ, PG_WRITE, TestNamespace, client, client_pod_on, images, install_crd, reaching, ready,
@@ -227,7 +228,8 @@ psql --host="{host}" --username="$DATABASE_USER" --dbname=app -v ON_ERROR_STOP=1
 const COUNT_AND_CHECKSUM: &str = "select count(*), md5(string_agg(name, ',' order by id)) from items";
 
 #[tokio::test]
-async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_refuse_writes_and_drain_one_at_a_time() {
+async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_refuse_writes_drain_one_at_a_time_and_a_fourth_is_told_unplaceable()
+ {
     let started = Instant::now();
     let ground = ground("replicas", 3).await;
     let client = &ground.client;
@@ -328,6 +330,39 @@ async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_r
         "[figure] three instances on three real nodes: every instance ready {:.1} s after the test began",
         all_ready.as_secs_f64()
     );
+
+    // An instance the nodes cannot place: a fourth on three nodes stays Pending (every
+    // instance keeps off the others' nodes). The Database says so, Degraded in the
+    // scheduler's words with a Warning event, while the three serve on and lose nothing.
+    let four = serde_json::json!({"spec": {"instances": 4}});
+    databases.patch("orders", &PatchParams::default(), &Patch::Merge(&four)).await.unwrap();
+    let status = wait_until("orders to say its fourth instance cannot be placed", common::CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        let degraded = status.conditions.iter().find(|c| c.type_ == "Degraded" && c.status == "True")?;
+        (degraded.reason == "Unschedulable").then_some(status)
+    })
+    .await;
+    let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_).cloned().unwrap();
+    let degraded = condition("Degraded").message;
+    assert!(
+        degraded.starts_with("pod orders-instance-4-") && degraded.contains("anti-affinity"),
+        "the scheduler's words, naming the pod: {degraded}"
+    );
+    assert_eq!((status.phase, condition("Ready").status.as_str()), (Some(Phase::Degraded), "True"), "{status:?}");
+    assert_eq!((status.ready_replicas, status.instances.len()), (Some(3), 4), "{status:?}");
+    let events: Api<Event> = Api::namespaced(client.clone(), &ground.ns.name);
+    wait_until("the Warning event of the unplaceable instance", common::CONVERGE, || async {
+        let said = events.list(&Default::default()).await.ok()?.items.into_iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("orders")
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("Unschedulable")
+                && e.note.as_deref().is_some_and(|note| note.contains("orders-instance-4-"))
+        });
+        said.then_some(())
+    })
+    .await;
+    let still = ground.run_on(writer, "read-rw-four", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
+    assert_eq!(still, written, "the rows through orders-rw while the fourth instance cannot be placed");
 
     // Only postgres replicates: the schema says so at apply.
     let mut mysql = Database::new("shop", DatabaseSpec::new(Size::Small, images::MYSQL).with_engine(EngineKind::Mysql));
