@@ -14,7 +14,10 @@
 //! replicas: a replica the last status showed not ready and that is still not ready has its
 //! pods' cause reported as [`Blocker::ReplicaFailing`] (the Database `Degraded`, its `Ready` the
 //! primary's), and is looked at again every [`POD_GRACE`]. A replica the nodes cannot place
-//! (every instance keeps off the others' nodes) is `Unschedulable`, in the scheduler's words.
+//! (every instance keeps off the others' nodes) is `Unschedulable`, in the scheduler's words;
+//! one whose node stopped reporting is `NodeUnreachable`: the kubelet's last report had its
+//! containers ready, and the node lifecycle controller has marked the pod not ready since (the
+//! kubelet itself says `ContainersNotReady` of a container that is not).
 //!
 //! The message names the pod and container and quotes no log but one line: a log line might
 //! hold what the server was given. A fetch from a bucket that is refused (the operator's own
@@ -67,10 +70,40 @@ pub(crate) fn diagnose_replicas(pods: &[Pod], stuck: &[&str]) -> Option<Blocker>
         labels.and_then(|l| l.get(INSTANCE_NAME_LABEL)).is_some_and(|name| stuck.contains(&name.as_str()))
     };
     let replicas: Vec<Pod> = pods.iter().filter(of_stuck).cloned().collect();
-    match diagnose(&replicas)? {
+    let found = diagnose(&replicas)
+        .or_else(|| replicas.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).find_map(node_lost))?;
+    match found {
+        Blocker::PodFailing { reason, message } if reason == "Unschedulable" => Some(Blocker::ReplicaFailing {
+            reason,
+            message: format!(
+                "{message}; each instance needs a node of its own and spec.instances cannot be lowered: add a node, \
+                 or create a new Database with fewer instances"
+            ),
+        }),
         Blocker::PodFailing { reason, message } => Some(Blocker::ReplicaFailing { reason, message }),
         other => Some(other),
     }
+}
+
+/// A pod whose node stopped reporting: Ready False though every container was ready at the
+/// kubelet's last report (the node lifecycle controller marks the pods of a node it cannot
+/// reach not ready, and leaves their container statuses as they were).
+fn node_lost(pod: &Pod) -> Option<Blocker> {
+    let status = pod.status.as_ref()?;
+    let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready")?;
+    let containers = status.container_statuses.as_deref().unwrap_or_default();
+    let marked = ready.status != "True" && !containers.is_empty() && containers.iter().all(|c| c.ready);
+    marked.then(|| {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
+        Blocker::PodFailing {
+            reason: "NodeUnreachable".into(),
+            message: format!(
+                "pod {name} on node {node} is not ready: its node stopped reporting (its containers were ready at \
+                 the kubelet's last report); it serves again when the node is back"
+            ),
+        }
+    })
 }
 
 fn pod_blocker(pod: &Pod) -> Option<Blocker> {
@@ -338,10 +371,36 @@ mod tests {
         assert!(
             message.starts_with(
                 "pod orders-instance-4-5d9f cannot be scheduled: 0/3 nodes are available: 3 node(s) didn't match pod \
-                 anti-affinity rules.; the primary serves meanwhile"
+                 anti-affinity rules.; each instance needs a node of its own and spec.instances cannot be lowered: \
+                 add a node, or create a new Database with fewer instances; the primary serves meanwhile"
             ),
             "{message}"
         );
         assert!(diagnose_replicas(&pods, &[]).is_none(), "a replica not known stuck is not read");
+    }
+
+    #[test]
+    fn a_replica_whose_node_stopped_reporting_is_told_and_one_still_starting_is_not() {
+        let replica = |pod_ready: &str, reason: Option<&str>, container_ready: bool| {
+            let mut pod = pod(json!({
+                "conditions": [{"type": "Ready", "status": pod_ready, "reason": reason}],
+                "containerStatuses": [{"name": "database", "image": "postgres:17", "imageID": "",
+                    "ready": container_ready, "restartCount": 0, "state": {"running": {}}}]}));
+            pod.metadata.name = Some("orders-instance-2-7c4b".into());
+            pod.metadata.labels = Some([(INSTANCE_NAME_LABEL.to_string(), "orders-instance-2".to_string())].into());
+            pod.spec = Some(serde_json::from_value(json!({"containers": [], "nodeName": "node-2"})).unwrap());
+            pod
+        };
+        let stuck = ["orders-instance-2"];
+        let (reason, message) = said(diagnose_replicas(&[replica("False", None, true)], &stuck));
+        assert_eq!(reason, "NodeUnreachable");
+        assert!(
+            message.starts_with("pod orders-instance-2-7c4b on node node-2 is not ready: its node stopped reporting")
+        );
+        assert!(message.ends_with("; the primary serves meanwhile"), "{message}");
+        // The kubelet's own not ready (a replica still copying its primary), and a ready pod.
+        assert!(diagnose_replicas(&[replica("False", Some("ContainersNotReady"), false)], &stuck).is_none());
+        assert!(diagnose_replicas(&[replica("True", None, true)], &stuck).is_none());
+        assert!(diagnose(&[replica("False", None, true)]).is_none(), "not the primary's: its own status tells");
     }
 }

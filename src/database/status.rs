@@ -138,10 +138,10 @@ pub(crate) enum Blocker {
     },
     /// A replica's pod (a Database of several instances) has not run for a while, for a cause
     /// its status gives, as [`Blocker::PodFailing`]'s: an instance the nodes cannot place is
-    /// `Unschedulable`. The primary serves: the Database is `Degraded`, its `Ready` the
+    /// `Unschedulable`, one whose node stopped reporting `NodeUnreachable`. The primary serves: the Database is `Degraded`, its `Ready` the
     /// primary's.
     ReplicaFailing {
-        /// As [`Blocker::PodFailing`]'s.
+        /// As [`Blocker::PodFailing`]'s, or `NodeUnreachable`.
         reason: String,
         /// The cause, with the pod and the container named.
         message: String,
@@ -239,10 +239,7 @@ impl Blocker {
                 format!("the Deployment cannot run the database: {message}")
             }
             Blocker::PodFailing { message, .. } => message.clone(),
-            Blocker::ReplicaFailing { message, .. } => format!(
-                "{message}; the primary serves meanwhile (each instance needs a node of its own, and spec.instances \
-                 cannot be lowered: add a node, or create a new Database with fewer instances)"
-            ),
+            Blocker::ReplicaFailing { message, .. } => format!("{message}; the primary serves meanwhile"),
         }
     }
 }
