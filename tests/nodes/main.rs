@@ -17,7 +17,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use database_operator::api::{Database, DatabaseSpec, EngineKind, Phase, Role, Size};
+use database_operator::api::{Database, DatabaseSpec, DatabaseStatus, EngineKind, Phase, Role, Size};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -224,6 +224,16 @@ psql --host="{host}" --username="$DATABASE_USER" --dbname=app -v ON_ERROR_STOP=1
     )
 }
 
+/// The status of Database `orders` once it is `Degraded` for `reason`.
+async fn degraded_for(databases: &Api<Database>, reason: &str) -> DatabaseStatus {
+    wait_until(&format!("orders to be Degraded, {reason}"), common::CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        let degraded = status.conditions.iter().find(|c| c.type_ == "Degraded" && c.status == "True")?;
+        (degraded.reason == reason).then_some(status)
+    })
+    .await
+}
+
 /// What [`PG_READ`] reads: the count and a checksum of every name in order.
 const COUNT_AND_CHECKSUM: &str = "select count(*), md5(string_agg(name, ',' order by id)) from items";
 
@@ -341,12 +351,7 @@ async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_r
     let far = far.expect("a replica on the third node");
     let lost = Instant::now();
     node_action("kill", &far);
-    let status = wait_until("orders to say its replica's node is unreachable", common::CONVERGE, || async {
-        let status = databases.get("orders").await.ok()?.status?;
-        let degraded = status.conditions.iter().find(|c| c.type_ == "Degraded" && c.status == "True")?;
-        (degraded.reason == "NodeUnreachable").then_some(status)
-    })
-    .await;
+    let status = degraded_for(&databases, "NodeUnreachable").await;
     let told_lost = lost.elapsed();
     let said = status.conditions.iter().find(|c| c.type_ == "Degraded").map(|c| c.message.clone()).unwrap();
     assert!(said.contains(&format!("on node {far} is not ready")), "{said}");
@@ -378,12 +383,7 @@ async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_r
     let four = serde_json::json!({"spec": {"instances": 4}});
     databases.patch("orders", &PatchParams::default(), &Patch::Merge(&four)).await.unwrap();
     let raised = Instant::now();
-    let status = wait_until("orders to say its fourth instance cannot be placed", common::CONVERGE, || async {
-        let status = databases.get("orders").await.ok()?.status?;
-        let degraded = status.conditions.iter().find(|c| c.type_ == "Degraded" && c.status == "True")?;
-        (degraded.reason == "Unschedulable").then_some(status)
-    })
-    .await;
+    let status = degraded_for(&databases, "Unschedulable").await;
     let told = raised.elapsed();
     let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_).cloned().unwrap();
     let degraded = condition("Degraded").message;
