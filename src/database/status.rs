@@ -322,6 +322,22 @@ fn ready_count(instances: &[InstanceStatus], deployment_ready: i32) -> i32 {
     i32::try_from(instances.iter().filter(|i| i.ready).count()).unwrap_or(i32::MAX)
 }
 
+/// Whether the status before says the database was ready: Ready, restarting after being
+/// ready, or Degraded because it lost its replicas, or because a replica does not run (which
+/// leaves the primary's Ready as it was).
+fn was_ready(s: &DatabaseStatus) -> bool {
+    let reason = |type_: &str, reason: &str| s.conditions.iter().any(|c| c.type_ == type_ && c.reason == reason);
+    match s.phase {
+        Some(Phase::Ready) => true,
+        Some(Phase::Pending) => reason("Ready", RESTARTING),
+        Some(Phase::Degraded) => {
+            reason("Degraded", "NoReadyReplicas")
+                || (!s.instances.is_empty() && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        }
+        None => false,
+    }
+}
+
 /// The status `db` should have, given what the pass saw and the image plan. `now` stamps
 /// conditions whose status changed.
 pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -> DatabaseStatus {
@@ -332,21 +348,7 @@ pub(crate) fn desired(db: &Database, seen: &Seen<'_>, plan: &Plan, now: &Time) -
         rolled_out: deployment.is_some_and(DeploymentView::rolled_out),
         replacing: deployment.is_some_and(DeploymentView::replacing_pods),
         restored,
-        was_ready: previous.is_some_and(|s| {
-            let reason =
-                |type_: &str, reason: &str| s.conditions.iter().any(|c| c.type_ == type_ && c.reason == reason);
-            match s.phase {
-                Some(Phase::Ready) => true,
-                Some(Phase::Pending) => reason("Ready", RESTARTING),
-                // A replica that does not run leaves the primary's Ready as it was.
-                Some(Phase::Degraded) => {
-                    reason("Degraded", "NoReadyReplicas")
-                        || (!s.instances.is_empty()
-                            && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-                }
-                None => false,
-            }
-        }),
+        was_ready: previous.is_some_and(was_ready),
         restarting: previous.filter(|s| s.phase == Some(Phase::Pending)).and_then(|s| {
             let ready = s.conditions.iter().find(|c| c.type_ == "Ready" && c.reason == RESTARTING)?;
             Some(ready.message.clone())
