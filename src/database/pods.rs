@@ -67,22 +67,19 @@ pub(crate) fn diagnose(pods: &[Pod]) -> Option<Blocker> {
 pub(crate) fn diagnose_replicas(pods: &[Pod], stuck: &[&str]) -> Option<Blocker> {
     let of_stuck = |pod: &&Pod| {
         let labels = pod.metadata.labels.as_ref();
-        labels.and_then(|l| l.get(INSTANCE_NAME_LABEL)).is_some_and(|name| stuck.contains(&name.as_str()))
+        let instance = labels.and_then(|l| l.get(INSTANCE_NAME_LABEL));
+        pod.metadata.deletion_timestamp.is_none() && instance.is_some_and(|name| stuck.contains(&name.as_str()))
     };
-    let replicas: Vec<Pod> = pods.iter().filter(of_stuck).cloned().collect();
-    let found = diagnose(&replicas)
-        .or_else(|| replicas.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).find_map(node_lost))?;
-    match found {
-        Blocker::PodFailing { reason, message } if reason == "Unschedulable" => Some(Blocker::ReplicaFailing {
-            reason,
-            message: format!(
-                "{message}; each instance needs a node of its own and spec.instances cannot be lowered: add a node, \
-                 or create a new Database with fewer instances"
-            ),
-        }),
-        Blocker::PodFailing { reason, message } => Some(Blocker::ReplicaFailing { reason, message }),
-        other => Some(other),
+    let replicas = || pods.iter().filter(of_stuck);
+    let found = replicas().find_map(pod_blocker).or_else(|| replicas().find_map(node_lost))?;
+    let Blocker::PodFailing { reason, mut message } = found else { return Some(found) };
+    if reason == "Unschedulable" {
+        message.push_str(
+            "; each instance needs a node of its own and spec.instances cannot be lowered: add a node, or create a \
+             new Database with fewer instances",
+        );
     }
+    Some(Blocker::ReplicaFailing { reason, message })
 }
 
 /// A pod whose node stopped reporting: Ready False though every container was ready at the

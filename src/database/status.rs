@@ -138,8 +138,8 @@ pub(crate) enum Blocker {
     },
     /// A replica's pod (a Database of several instances) has not run for a while, for a cause
     /// its status gives, as [`Blocker::PodFailing`]'s: an instance the nodes cannot place is
-    /// `Unschedulable`, one whose node stopped reporting `NodeUnreachable`. The primary serves: the Database is `Degraded`, its `Ready` the
-    /// primary's.
+    /// `Unschedulable`, one whose node stopped reporting `NodeUnreachable`. The primary serves:
+    /// the Database is `Degraded`, its `Ready` the primary's.
     ReplicaFailing {
         /// As [`Blocker::PodFailing`]'s, or `NodeUnreachable`.
         reason: String,
