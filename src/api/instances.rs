@@ -67,6 +67,16 @@ pub struct InstanceStatus {
     /// Whether the instance's server is ready (its Deployment's pod passes its readiness
     /// probe; a replica is ready once it serves reads).
     pub ready: bool,
+
+    /// The timeline the instance is on, as it last told the operator (1 until a replica is
+    /// first promoted); absent while it cannot be asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<i64>,
+
+    /// A replica's lag: the bytes of WAL its primary has flushed and it has not received
+    /// (0: caught up), as both last told the operator; absent while either cannot be asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<i64>,
 }
 
 #[cfg(test)]

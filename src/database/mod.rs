@@ -4,14 +4,16 @@
 //! For a key it reads the Database and its children from the informers' caches (never a GET
 //! per reconcile), runs the phases of [`reconcile`] in order, each of which may stop the pass
 //! with a reason ([`status::Blocker`]) or an error to retry, and ends by writing the status
-//! that tells the truth and the events it collected. An unchanged world costs no request.
+//! that tells the truth and the events it collected. An unchanged world costs no request (a
+//! Database of several instances costs two, and asks its instances where they stand).
 //!
 //! - [`reconcile`]: the reconciler, its phases in order, the status write and when to look
 //!   again.
 //! - [`children`]: the phases that write children: the Secret, the claim, the Deployment and
 //!   Service, each only where it differs, a same-named object of someone else's left alone.
 //! - [`replicas`]: the replicas, replication Secret and -rw/-ro Services of a Database of
-//!   several instances.
+//!   several instances; [`positions`]: each instance's timeline and each replica's lag, asked
+//!   of the instances themselves.
 //! - [`status`]: what the status says, and why the Database is blocked.
 //! - [`upgrade`]: which image runs while `spec.image` changes.
 //! - [`pods`]: why a Database's pod does not run, in the pod's words.
@@ -21,6 +23,7 @@
 
 mod children;
 mod pods;
+mod positions;
 mod reconcile;
 mod replicas;
 pub(crate) mod restore;

@@ -3,7 +3,7 @@
 //! ```text
 //! plan the image ─> ownership ─> restorable ─> credentials ─> volume ─> backup ready
 //!   (upgrade.rs)                                (children.rs)             ─> workload
-//!                                     ─> replicas (replicas.rs) ─> health ─> pods (pods.rs)
+//!              ─> replicas (replicas.rs) ─> positions (positions.rs) ─> health ─> pods (pods.rs)
 //!                  any phase may stop the pass: Blocked(reason) or Failed(error)
 //! ─> status (status.rs) ─> schedule (schedule.rs) ─> write the status ─> publish the events
 //! ```
@@ -31,7 +31,6 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube_client::api::{Api, ListParams};
 use operator_runtime::controller::{Action, ReconcileError, Reconciler};
 use operator_runtime::events::{Recorder, Report};
 use operator_runtime::informer::{Store, key_of};
@@ -44,7 +43,7 @@ use super::status::{self, Blocker};
 use super::upgrade::{self, Plan};
 use crate::api::{BackupPhase, Database, DatabaseBackup, DatabaseStatus, InstanceStatus, Role, UpgradeState};
 use crate::engine::{self, Engine};
-use crate::resources::meta::{instance_selector, is_controlled_by};
+use crate::resources::meta::is_controlled_by;
 use crate::resources::restore::restored;
 use crate::resources::view::{DeploymentView, PersistentVolumeClaimView, SecretView, ServiceView};
 
@@ -164,6 +163,10 @@ pub(super) struct Pass<'a> {
     pub(super) claim_uid: Option<String>,
     /// Each instance, as the replicas phase found them (Databases of several instances).
     pub(super) instances: Vec<InstanceStatus>,
+    /// The Database's pods, when the positions phase listed them.
+    pub(super) pods: Option<Vec<Pod>>,
+    /// When a phase asked for the Database to be looked at again, for what it cannot watch.
+    pub(super) recheck: Option<Duration>,
     pub(super) report: Report,
 }
 
@@ -207,6 +210,8 @@ impl DatabaseReconciler {
             deployment: None,
             claim_uid: None,
             instances: Vec::new(),
+            pods: None,
+            recheck: None,
             report: Report::default(),
         };
         let outcome = self.run(&mut pass).await;
@@ -253,7 +258,7 @@ impl DatabaseReconciler {
         let foreign = matches!(blocker, Some(Blocker::NotOwned { .. })).then_some(FOREIGN_RECHECK);
         // Pods are not watched: one that does not run is looked at again on a timer.
         let pod = (not_running(pass) || pass.instances.iter().any(|i| !i.ready)).then_some(POD_GRACE);
-        let recheck = [pass.plan.recheck_after, next_backup, foreign, pod].into_iter().flatten().min();
+        let recheck = [pass.plan.recheck_after, next_backup, foreign, pod, pass.recheck].into_iter().flatten().min();
         Ok(recheck.map_or(Action::Done, Action::RequeueAfter))
     }
 
@@ -270,6 +275,7 @@ impl DatabaseReconciler {
         }
         self.workload(pass).await?;
         self.replicas(pass).await?;
+        self.positions(pass).await?;
         health(pass)?;
         self.pods(pass).await
     }
@@ -291,15 +297,11 @@ impl DatabaseReconciler {
         if !primary && stuck.is_empty() {
             return Ok(());
         }
-        let namespace = db.metadata.namespace.as_deref().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.writer.client().clone(), namespace);
-        let selector: Vec<String> = instance_selector(db).iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let listed = api
-            .list(&ListParams::default().labels(&selector.join(",")))
-            .await
-            .map_err(|source| Error::Read { what: format!("pods of Database {}", key_of(db)), source })?;
-        let found =
-            if primary { pods::diagnose(&listed.items) } else { pods::diagnose_replicas(&listed.items, &stuck) };
+        let listed = match &pass.pods {
+            Some(pods) => pods,
+            None => &self.instance_pods(pass).await?,
+        };
+        let found = if primary { pods::diagnose(listed) } else { pods::diagnose_replicas(listed, &stuck) };
         match found {
             Some(blocker) => Err(blocker.into()),
             None => Ok(()),

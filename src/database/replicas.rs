@@ -31,8 +31,12 @@ impl DatabaseReconciler {
         self.replication_secret(pass).await?;
         let image = pass.plan.image.clone();
         let primary_ready = pass.deployment.as_deref().is_some_and(|d| d.runs_ready(&image));
-        let mut seen =
-            vec![InstanceStatus { name: instance_name(db, 1), role: Some(Role::Primary), ready: primary_ready }];
+        let mut seen = vec![InstanceStatus {
+            name: instance_name(db, 1),
+            role: Some(Role::Primary),
+            ready: primary_ready,
+            ..Default::default()
+        }];
         for ordinal in 2..=instances(db) {
             let name = instance_name(db, ordinal);
             let claim_name = replication::claim_name(&name);
@@ -48,7 +52,12 @@ impl DatabaseReconciler {
                 self.ensure(db, desired, live, |d: &DeploymentView| is_controlled_by(&d.metadata, db)).await;
             pass.report.writes("Database", &[("Deployment", &name, &wrote(&deployment))]);
             let (deployment, _) = deployment?;
-            seen.push(InstanceStatus { name, role: Some(Role::Replica), ready: deployment.runs_ready(&image) });
+            seen.push(InstanceStatus {
+                name,
+                role: Some(Role::Replica),
+                ready: deployment.runs_ready(&image),
+                ..Default::default()
+            });
         }
         for service in replication::services(db) {
             let name = service.metadata.name.clone().unwrap_or_default();

@@ -637,8 +637,13 @@ mod tests {
     fn a_replica_that_cannot_run_degrades_the_database_while_its_primary_stays_ready_and_says_so_once() {
         let db = database();
         let instances = [
-            InstanceStatus { name: "orders".into(), role: Some(Role::Primary), ready: true },
-            InstanceStatus { name: "orders-instance-2".into(), role: Some(Role::Replica), ready: false },
+            InstanceStatus { name: "orders".into(), role: Some(Role::Primary), ready: true, ..Default::default() },
+            InstanceStatus {
+                name: "orders-instance-2".into(),
+                role: Some(Role::Replica),
+                ready: false,
+                ..Default::default()
+            },
         ];
         let blocker = Blocker::ReplicaFailing {
             reason: "Unschedulable".into(),

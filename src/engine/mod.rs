@@ -18,6 +18,7 @@ use crate::api::{Database, EngineKind};
 
 pub(crate) mod fence;
 mod mysql;
+pub(crate) mod position;
 mod postgres;
 mod redis;
 

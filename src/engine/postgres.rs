@@ -123,6 +123,9 @@ const REPLICA: &str = r#"primary='{primary}'
 pgpass=/var/lib/postgresql/data/replication.pgpass
 umask 077
 printf '%s:5432:*:{user}:%s\n' "$primary" "$REPLICATION_PASSWORD" > "$pgpass"
+# Also when the file was there: the kubelet gives every file of the volume group bits at each
+# mount (fsGroup), and libpq ignores a passfile others may read.
+chmod 0600 "$pgpass"
 export PGPASSFILE="$pgpass"
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   until pg_isready --quiet --host="$primary" --port=5432 --timeout=5; do
@@ -235,5 +238,8 @@ mod tests {
         assert_eq!(script.matches("$REPLICATION_PASSWORD").count(), 1, "{script}");
         assert!(script.contains(r#"printf '%s:5432:*:streaming_replica:%s\n' "$primary" "$REPLICATION_PASSWORD""#));
         assert!(script.lines().last().unwrap().starts_with("exec postgres "), "{script}");
+        // Regression: a passfile the kubelet's fsGroup made group-readable at a remount was
+        // ignored by libpq, and the replica stopped following its primary.
+        assert!(script.contains("chmod 0600 \"$pgpass\""), "{script}");
     }
 }

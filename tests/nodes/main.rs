@@ -343,9 +343,8 @@ async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_r
 
     // A replica's node lost (killed: it loses its power): the Database names the replica's
     // pod and its node, NodeUnreachable, while the primary serves and takes a write; the node
-    // back, every instance is ready again. (Whether that replica has caught up with the row
-    // written meanwhile is not asserted yet: in the one run of 2026-12-07 it still had 2000
-    // rows a minute after it was ready again; issue 38.)
+    // back, every instance is ready again, and the replica catches up with the row written
+    // meanwhile.
     let far =
         placed.iter().find(|(role, node, _)| role == "replica" && node != writer).map(|(_, node, _)| node.clone());
     let far = far.expect("a replica on the third node");
@@ -370,11 +369,38 @@ async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_r
     })
     .await;
     let back = returned.elapsed();
+    // Caught up: the status says the replica lacks nothing of the primary's WAL, and its rows
+    // read back from its own address are the primary's, the row written while it was away
+    // included.
+    let far_pod = wait_until("the far replica's pod to be ready again", common::CONVERGE, || async {
+        let listed = pods.list(&ListParams::default().labels("app.kubernetes.io/instance=orders")).await.ok()?;
+        listed.items.into_iter().find(|pod| {
+            let on_far = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(far.as_str());
+            on_far && pod.metadata.deletion_timestamp.is_none()
+        })
+    })
+    .await;
+    let (far_name, far_ip) = (far_pod.metadata.name.clone().unwrap(), far_pod.status.and_then(|s| s.pod_ip).unwrap());
+    let status = wait_until("every replica of orders to have caught up", common::CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        let caught_up = status.instances.iter().all(|i| i.timeline == Some(1))
+            && status.instances.iter().filter(|i| i.role == Some(Role::Replica)).all(|i| i.lag_bytes == Some(0));
+        caught_up.then_some(status)
+    })
+    .await;
+    let caught_up = returned.elapsed();
+    assert_eq!(status.instances[0].lag_bytes, None, "a primary has no lag: {status:?}");
+    let read = ground.run_on(writer, "read-far", &psql_at(&far_ip, COUNT_AND_CHECKSUM)).await;
+    if read != written {
+        let logs = pods.logs(&far_name, &Default::default()).await.unwrap_or_default();
+        panic!("the rows on {far_name} at {far_ip} after its node came back: {read}, not {written}; its log:\n{logs}");
+    }
     eprintln!(
         "[figure] a replica's node killed: the Database Degraded NodeUnreachable after {:.1} s; the node started: \
-         every instance ready again after {:.1} s",
+         every instance ready again after {:.1} s, every replica caught up (lag 0) after {:.1} s",
         told_lost.as_secs_f64(),
-        back.as_secs_f64()
+        back.as_secs_f64(),
+        caught_up.as_secs_f64()
     );
 
     // An instance the nodes cannot place: a fourth on three nodes stays Pending (every

@@ -57,7 +57,9 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 # A Database with an engine: its data claim (cached when it carries the operator's label,
 # applied create-only when absent, then applied), and its credentials Secret (cached as
 # metadata when it carries the label, created once). `get` reads a claim or Secret that a
-# create found already there, to tell a foreign one from our own.
+# create found already there, to tell a foreign one from our own, and the replication
+# Secret's password, with which the operator asks each instance of a Database of several
+# where it stands in the WAL.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["list", "watch", "create", "patch", "get"]
@@ -65,7 +67,8 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
   resources: ["secrets"]
   verbs: ["list", "watch", "create", "get"]
 # Pods of a Database with an engine that has not been ready for a while: listed (never
-# watched or cached) to report why they do not run, in the kubelet's words.
+# watched or cached) to report why they do not run, in the kubelet's words; and those of a
+# Database of several instances at each pass, for their addresses.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
