@@ -16,6 +16,10 @@
 #                      its volumes keep what was written
 #   node start NODE    a killed node starts again (containerd, then the kubelet restarts its
 #                      pods) and is waited for until Ready
+#   node partition NODE ADDRESS PORT
+#                      the node drops what its pod at ADDRESS sends to TCP PORT elsewhere (a
+#                      replica cut off from its primary, say); everything else still flows
+#   node heal NODE ADDRESS PORT  ... and lets it through again
 #
 #   PLANE=NAME        run several planes side by side (default: default)
 #   NODES             kwok (default), real, or kwok,real: which nodes the plane has. With both,
@@ -432,8 +436,8 @@ cmd_restart() { # component
   die "$name did not start in 3 attempts (log: $dir/logs/$name.log)"
 }
 
-cmd_node() { # freeze|thaw|kill|start NODE
-  local action=${1:-} name=${2:-} usage="usage: $0 node freeze|thaw|kill|start NODE"
+cmd_node() { # freeze|thaw|kill|start NODE, partition|heal NODE ADDRESS PORT
+  local action=${1:-} name=${2:-} usage="usage: $0 node freeze|thaw|kill|start NODE, or node partition|heal NODE ADDRESS PORT"
   [ -n "$name" ] || die "$usage"
   running kube-apiserver || die "plane '$plane' is not running: start it with hack/control-plane.sh up"
   node_select "$name"
@@ -442,6 +446,8 @@ cmd_node() { # freeze|thaw|kill|start NODE
     thaw) node_thaw ;;
     kill) node_kill ;;
     start) node_start ;;
+    partition) node_partition "${3:-}" "${4:-}" ;;
+    heal) node_heal "${3:-}" "${4:-}" ;;
     *) die "$usage" ;;
   esac
 }
@@ -468,6 +474,6 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   restart) cmd_restart "${2:-}" ;;
-  node) cmd_node "${2:-}" "${3:-}" ;;
-  *) echo "usage: $0 up|down|status|env|restart COMPONENT|node freeze|thaw|kill|start NODE" >&2; exit 2 ;;
+  node) cmd_node "${2:-}" "${3:-}" "${4:-}" "${5:-}" ;;
+  *) echo "usage: $0 up|down|status|env|restart COMPONENT|node freeze|thaw|kill|start|partition|heal NODE ..." >&2; exit 2 ;;
 esac

@@ -446,6 +446,23 @@ node_kill() {
   die "$node_name still has processes after 10 s: $(node_processes | tr '\n' ' ')"
 }
 
+# node_partition ADDRESS PORT: the selected node drops what its pod at ADDRESS sends to TCP
+# PORT of any other host, as a network that stops carrying one pod's connections to a server
+# elsewhere does (e.g. a replica's to its primary); everything else still flows, the other
+# way included. node_heal ADDRESS PORT lets it through again.
+node_partition() {
+  node_partition_rule -I "$@"
+  log "$node_name: dropping what $1 sends to port $2 elsewhere"
+}
+node_heal() {
+  node_partition_rule -D "$@"
+  log "$node_name: $1 reaches port $2 elsewhere again"
+}
+node_partition_rule() { # -I|-D ADDRESS PORT
+  [ -n "${2:-}" ] && [ -n "${3:-}" ] || die "usage: hack/control-plane.sh node partition|heal NODE ADDRESS PORT"
+  ip netns exec "$node_netns" iptables -w "$1" FORWARD -s "$2" -p tcp --dport "$3" -j DROP
+}
+
 # node_start: starts a killed node's parts again, with the arguments `up` gave them
 # (relaunch, control-plane.sh), and waits for the node to be Ready.
 node_start() {

@@ -14,6 +14,10 @@
 //!   replica that lags or cannot be asked is looked at every [`BEHIND_RECHECK`], one whose
 //!   replicas have all caught up every [`CAUGHT_UP_RECHECK`]. The status is written only when
 //!   it changes, so an idle Database's passes write nothing.
+//! - **A replica that does not follow** (behind, and nothing received for
+//!   [`STALLED_AFTER`]: [`super::following`]) makes the Database `Degraded`, reason
+//!   `ReplicaNotFollowing`, with a Warning event, once the later phases have found nothing
+//!   else; `Ready` stays the primary's.
 
 use std::time::Duration;
 
@@ -22,7 +26,9 @@ use kube_client::api::{Api, ListParams};
 use operator_runtime::informer::key_of;
 use tracing::debug;
 
+use super::following::STALLED_AFTER;
 use super::reconcile::{DatabaseReconciler, Error, Pass, Step};
+use super::status::Blocker;
 use crate::api::{InstanceStatus, Role};
 use crate::engine::position::{self, Position};
 use crate::engine::{REPLICATION_USER, keys};
@@ -57,8 +63,31 @@ impl DatabaseReconciler {
         let positions = futures::future::join_all(asked).await;
         record(&mut pass.instances, &positions);
         pass.recheck = recheck(&pass.instances);
+        pass.degraded = self.not_following(pass, &positions);
         pass.pods = Some(pods);
         Ok(())
+    }
+
+    /// The first replica that is behind and has received nothing for [`STALLED_AFTER`], as a
+    /// [`Blocker::ReplicaFailing`]; every replica's position is remembered
+    /// ([`Following`](super::following::Following)).
+    fn not_following(&self, pass: &Pass<'_>, positions: &[Option<Position>]) -> Option<Blocker> {
+        let mut found = None;
+        for (instance, position) in pass.instances.iter().zip(positions).skip(1) {
+            let received = position.as_ref().map_or(0, |p| p.lsn);
+            let stalled = self.following.observe(&pass.key(&instance.name), received, instance.lag_bytes, pass.now.0);
+            if stalled.is_some() && found.is_none() {
+                found = Some(Blocker::ReplicaFailing {
+                    reason: "ReplicaNotFollowing".into(),
+                    message: format!(
+                        "replica {name} is behind its primary and has received nothing from it for {seconds} s or                          more; its log says why (kubectl logs deployment/{name})",
+                        name = instance.name,
+                        seconds = STALLED_AFTER.as_secs()
+                    ),
+                });
+            }
+        }
+        found
     }
 
     /// The Database's pods (every instance's), in one list.

@@ -37,6 +37,7 @@ use operator_runtime::informer::{Store, key_of};
 use operator_runtime::write::{Created, Statuses, Writer};
 use tracing::{debug, info};
 
+use super::following::Following;
 use super::pods::{self, POD_GRACE};
 use super::restore::{self, Restore};
 use super::status::{self, Blocker};
@@ -138,6 +139,8 @@ pub(crate) struct DatabaseReconciler {
     pub(super) stores: Stores,
     recorder: Recorder,
     statuses: Statuses<DatabaseStatus>,
+    /// Where each replica found behind stood, and since when.
+    pub(super) following: Following,
     /// The rollout benchmark's marker on every Deployment (`--bench-rollout-marker`).
     pub(super) rollout_marker: Option<String>,
     /// The operator's own image, which fetches a restore's dump from a bucket (`--backup-image`).
@@ -167,6 +170,9 @@ pub(super) struct Pass<'a> {
     pub(super) pods: Option<Vec<Pod>>,
     /// When a phase asked for the Database to be looked at again, for what it cannot watch.
     pub(super) recheck: Option<Duration>,
+    /// A fault a phase found that does not stop the pass: the Database is blocked by it once
+    /// the last phase has found nothing else.
+    pub(super) degraded: Option<Blocker>,
     pub(super) report: Report,
 }
 
@@ -190,7 +196,15 @@ impl DatabaseReconciler {
         rollout_marker: Option<String>,
         backup_image: Option<String>,
     ) -> Self {
-        Self { writer, stores, recorder, statuses: Statuses::default(), rollout_marker, backup_image }
+        Self {
+            writer,
+            stores,
+            recorder,
+            statuses: Statuses::default(),
+            following: Following::default(),
+            rollout_marker,
+            backup_image,
+        }
     }
 
     /// The record of the statuses this reconciler wrote, for the controller to tell their
@@ -212,6 +226,7 @@ impl DatabaseReconciler {
             instances: Vec::new(),
             pods: None,
             recheck: None,
+            degraded: None,
             report: Report::default(),
         };
         let outcome = self.run(&mut pass).await;
@@ -277,7 +292,8 @@ impl DatabaseReconciler {
         self.replicas(pass).await?;
         self.positions(pass).await?;
         health(pass)?;
-        self.pods(pass).await
+        self.pods(pass).await?;
+        pass.degraded.take().map_or(Ok(()), |blocker| Err(blocker.into()))
     }
 
     /// Why the pod of a Database with an engine does not run, once its Deployment has not been

@@ -1,6 +1,7 @@
 //! `kubectl database why DATABASE` (or `status`): a Database's state explained, from what the
 //! operator and the kubelet already said: its phase and the one reason it is not Ready, each
-//! condition, an upgrade or restore under way, its last backup and that backup's
+//! condition, each instance of a Database of several (its role, readiness, timeline and
+//! lag), an upgrade or restore under way, its last backup and that backup's
 //! verification, each pod that does not run and why (the kubelet's waiting or terminated
 //! reason), and the recent Warning events about the Database, its pods and its backups.
 //!
@@ -18,7 +19,7 @@ use super::error::Error;
 use super::format::{age, table};
 use super::list::of_database;
 use super::target::Target;
-use crate::api::{Database, DatabaseBackup, Phase};
+use crate::api::{Database, DatabaseBackup, InstanceStatus, Phase, Role};
 use crate::resources::meta::instance_selector;
 
 /// What `why` reads about one Database.
@@ -85,6 +86,11 @@ pub(crate) fn explain(facts: &Facts, now: Timestamp, events: usize) -> String {
         out.push_str(&indent(&table(["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"], &rows)));
     }
 
+    if !status.instances.is_empty() {
+        out.push_str("\nInstances:\n");
+        out.push_str(&indent(&instances_table(&status.instances)));
+    }
+
     out.push('\n');
     if let Some(upgrade) = &status.upgrade {
         out.push_str(&format!(
@@ -106,6 +112,21 @@ pub(crate) fn explain(facts: &Facts, now: Timestamp, events: usize) -> String {
     out.push_str(&pods_section(&facts.pods));
     out.push_str(&events_section(facts, now, events));
     out
+}
+
+/// Each instance's name, role, readiness, timeline and lag (`-` where the operator could not
+/// ask it).
+fn instances_table(instances: &[InstanceStatus]) -> String {
+    let known = |value: Option<i64>, unit: &str| value.map_or("-".to_string(), |v| format!("{v}{unit}"));
+    let rows: Vec<[String; 5]> = instances
+        .iter()
+        .map(|i| {
+            let role = i.role.map_or("-", Role::label).to_string();
+            let lag = if i.role == Some(Role::Replica) { known(i.lag_bytes, " bytes") } else { String::new() };
+            [i.name.clone(), role, i.ready.to_string(), known(i.timeline, ""), lag]
+        })
+        .collect();
+    table(["NAME", "ROLE", "READY", "TIMELINE", "LAG"], &rows)
 }
 
 fn indent(text: &str) -> String {
@@ -396,6 +417,38 @@ mod tests {
             "{said}"
         );
         assert!(said.contains("Pods: none\nRecent Warning events: none\n"), "{said}");
+    }
+
+    #[test]
+    fn the_instances_of_a_database_of_several_say_their_role_timeline_and_lag() {
+        let mut facts = pulling();
+        let status = facts.database.status.as_mut().unwrap();
+        let instance = |name: &str, role, ready, timeline, lag_bytes| InstanceStatus {
+            name: name.into(),
+            role: Some(role),
+            ready,
+            timeline,
+            lag_bytes,
+        };
+        status.instances = vec![
+            instance("orders", Role::Primary, true, Some(1), None),
+            instance("orders-instance-2", Role::Replica, true, Some(1), Some(303_600)),
+            instance("orders-instance-3", Role::Replica, false, None, None),
+        ];
+        let said = explain(&facts, at(1000), 10);
+        let table = said.split("Instances:\n").nth(1).unwrap();
+        let lines: Vec<&str> = table.lines().take(4).map(str::trim_end).collect();
+        assert_eq!(
+            lines,
+            [
+                "  NAME                ROLE      READY   TIMELINE   LAG",
+                "  orders              primary   true    1",
+                "  orders-instance-2   replica   true    1          303600 bytes",
+                "  orders-instance-3   replica   false   -          -",
+            ],
+            "{said}"
+        );
+        assert!(!explain(&pulling(), at(1000), 10).contains("Instances:"), "a Database of one has no table");
     }
 
     #[test]

@@ -71,15 +71,22 @@ async fn tainted_unreachable(client: &Client, name: &str) -> bool {
 /// Runs `hack/control-plane.sh node ACTION NODE` on the tests' plane; panics with its words
 /// when it fails.
 fn node_action(action: &str, node: &str) {
+    node_command(&[action, node]);
+}
+
+/// Runs `hack/control-plane.sh node ARGS...` on the tests' plane; panics with its words when
+/// it fails.
+fn node_command(args: &[&str]) {
     let kubeconfig = std::env::var("KUBECONFIG").expect("the tests run with KUBECONFIG set");
     let plane = std::path::Path::new(&kubeconfig).parent().and_then(|dir| dir.file_name()).unwrap();
     let output = std::process::Command::new("hack/control-plane.sh")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("PLANE", plane)
-        .args(["node", action, node])
+        .arg("node")
+        .args(args)
         .output()
         .expect("hack/control-plane.sh runs");
-    assert!(output.status.success(), "node {action} {node}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "node {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
 }
 
 /// The node Database `name`'s pod (its primary's, with several instances) runs on.
@@ -238,7 +245,7 @@ async fn degraded_for(databases: &Api<Database>, reason: &str) -> DatabaseStatus
 const COUNT_AND_CHECKSUM: &str = "select count(*), md5(string_agg(name, ',' order by id)) from items";
 
 #[tokio::test]
-async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_refuse_writes_drain_one_at_a_time_and_a_fourth_is_told_unplaceable()
+async fn three_instances_on_three_nodes_stream_every_row_drain_one_at_a_time_and_a_replica_lost_cut_off_or_unplaceable_is_told_while_the_primary_serves()
  {
     let started = Instant::now();
     let ground = ground("replicas", 3).await;
@@ -401,6 +408,45 @@ async fn three_instances_on_three_nodes_stream_every_row_to_the_replicas_which_r
         told_lost.as_secs_f64(),
         back.as_secs_f64(),
         caught_up.as_secs_f64()
+    );
+
+    // A replica cut off from its primary (its node drops what it sends to port 5432
+    // elsewhere) while a row is written: it stays ready (a hot standby serves reads without
+    // its primary) but receives nothing, and the Database says so, Degraded
+    // ReplicaNotFollowing naming it, while the primary serves; healed, it catches up.
+    let far_instance = far_pod.metadata.labels.as_ref().map(|l| l["example.com/database-instance"].clone()).unwrap();
+    node_command(&["partition", &far, &far_ip, "5432"]);
+    let cut = Instant::now();
+    let another = "insert into items values (2002, 'item 2002')";
+    ground.run_on(writer, "write-rw-cut", &psql_at("orders-rw", another)).await;
+    let written = ground.run_on(writer, "read-rw-cut", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
+    assert!(written.starts_with("2002|"), "{written}");
+    let status = degraded_for(&databases, "ReplicaNotFollowing").await;
+    let told_cut = cut.elapsed();
+    let said = status.conditions.iter().find(|c| c.type_ == "Degraded").map(|c| c.message.clone()).unwrap();
+    assert!(said.starts_with(&format!("replica {far_instance} is behind its primary")), "{said}");
+    let ready_condition = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
+    assert_eq!((status.phase, ready_condition.as_deref()), (Some(Phase::Degraded), Some("True")), "{status:?}");
+    let behind = status.instances.iter().find(|i| i.name == far_instance).and_then(|i| i.lag_bytes);
+    assert!(behind.is_some_and(|bytes| bytes > 0), "{status:?}");
+    node_command(&["heal", &far, &far_ip, "5432"]);
+    let healed = Instant::now();
+    wait_until("orders to follow again", common::CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        let degraded = status.conditions.iter().any(|c| c.type_ == "Degraded" && c.status == "True");
+        let caught_up =
+            status.instances.iter().filter(|i| i.role == Some(Role::Replica)).all(|i| i.lag_bytes == Some(0));
+        (!degraded && caught_up).then_some(())
+    })
+    .await;
+    let followed = healed.elapsed();
+    let read = ground.run_on(writer, "read-far-healed", &psql_at(&far_ip, COUNT_AND_CHECKSUM)).await;
+    assert_eq!(read, written, "the rows on {far_instance} once it follows again");
+    eprintln!(
+        "[figure] a replica cut off from its primary: Degraded ReplicaNotFollowing {:.1} s after the cut; healed: \
+         caught up and not Degraded {:.1} s later",
+        told_cut.as_secs_f64(),
+        followed.as_secs_f64()
     );
 
     // An instance the nodes cannot place: a fourth on three nodes stays Pending (every
