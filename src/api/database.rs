@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube_derive::CustomResource;
 
 use super::UpgradeSpec;
-use super::instances::InstanceStatus;
+use super::instances::{InstanceStatus, Replication};
 use super::{BackupSchedule, Credentials, EngineKind, RestoreFrom, Storage, UpgradeStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,6 +107,8 @@ use serde::{Deserialize, Serialize};
      "message": "spec.instances cannot change between 1 and more than 1: a Database is created with one instance or with replicas"},
     {"rule": "!has(self.instances) || !has(oldSelf.instances) || self.instances >= oldSelf.instances",
      "message": "spec.instances cannot be lowered: replicas are added, not removed (create a new Database with fewer)"},
+    {"rule": "!has(self.replication) || (has(self.instances) && self.instances > 1)",
+     "message": "spec.replication needs spec.instances above 1: a Database of one instance has no replica to wait for"},
 ]))]
 pub struct DatabaseSpec {
     /// Size class of the database; it sets the CPU and memory of the database container. One of:
@@ -136,6 +138,10 @@ pub struct DatabaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 9))]
     pub instances: Option<i32>,
+
+    /// How the replicas follow the primary (needs spec.instances above 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<Box<Replication>>,
 
     /// The volume of the database's data (needs spec.engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -184,6 +190,7 @@ impl DatabaseSpec {
             image: image.to_string(),
             engine: None,
             instances: None,
+            replication: None,
             storage: None,
             credentials: None,
             upgrade: None,

@@ -6,6 +6,9 @@
 //! `<name>-instance-<i>` with claim `<name>-instance-<i>-data`. Only postgres replicates, and
 //! the number is fixed between one and several when the Database is created (the CRD's rules
 //! say so at `kubectl apply`).
+//!
+//! Replication is asynchronous unless `spec.replication.synchronous` says otherwise: then
+//! the primary acknowledges a commit only once a replica has flushed it ([`Replication`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -23,6 +26,26 @@ pub fn instances(db: &Database) -> i32 {
 /// Whether `db` runs a primary and replicas (postgres with `spec.instances` above one).
 pub fn replicated(db: &Database) -> bool {
     instances(db) > 1 && db.spec.engine == Some(EngineKind::Postgres)
+}
+
+/// How the replicas of a Database of several instances follow its primary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = ::operator_runtime::schema::rewrap_descriptions)]
+pub struct Replication {
+    /// Whether a commit waits for a replica: true, the primary acknowledges a commit only once
+    /// at least one replica has flushed it (postgres's synchronous_standby_names "ANY 1 (*)"),
+    /// so an acknowledged write survives the loss of the primary, and writes wait while no
+    /// replica follows; false (the default), replicas follow as fast as they can and a write
+    /// acknowledged just before the primary is lost may be missing from them. Changing it
+    /// restarts the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronous: Option<bool>,
+}
+
+/// Whether `db`'s primary waits for a replica at each commit (`spec.replication.synchronous`).
+pub fn synchronous(db: &Database) -> bool {
+    replicated(db) && db.spec.replication.as_ref().and_then(|r| r.synchronous).unwrap_or(false)
 }
 
 /// The name of instance `ordinal` (from 1) of `db`: the Database's own name for the first,

@@ -40,7 +40,9 @@ pub use crd::{CRD_YAML_HEADER, backup_crd, backup_crd_yaml, crd, crd_yaml};
 pub use credentials::Credentials;
 pub use database::*;
 pub use engine::{EngineKind, newer_major};
-pub use instances::{InstanceStatus, MAX_INSTANCES, Role, instance_name, instances, replicated};
+pub use instances::{
+    InstanceStatus, MAX_INSTANCES, Replication, Role, instance_name, instances, replicated, synchronous,
+};
 pub use schedule::{BackupSchedule, DEFAULT_KEEP, RestoreFrom};
 pub use storage::{ReclaimPolicy, Storage};
 pub use upgrade::{DEFAULT_TIMEOUT, UpgradePolicy, UpgradeSpec, UpgradeState, UpgradeStatus};

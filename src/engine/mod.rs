@@ -191,6 +191,12 @@ pub(crate) const REPLICATION_USER: &str = "streaming_replica";
 /// Database of several (from the Secret `<name>-replication`).
 pub(crate) const REPLICATION_PASSWORD_VARIABLE: &str = "REPLICATION_PASSWORD";
 
+/// The variable that, set on a primary, names the replicas a commit waits for (postgres's
+/// `synchronous_standby_names`; `spec.replication.synchronous`).
+pub(crate) const SYNCHRONOUS_STANDBYS_VARIABLE: &str = "SYNCHRONOUS_STANDBY_NAMES";
+/// Its value: any one replica.
+pub(crate) const ANY_ONE_REPLICA: &str = "ANY 1 (*)";
+
 /// Where the init container puts what the server loads at its first start.
 pub(crate) const INITDB_DIR: &str = "/docker-entrypoint-initdb.d";
 /// The variable that carries [`Engine::initdb_script`] into the database container.

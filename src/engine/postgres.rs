@@ -57,10 +57,16 @@ impl Engine for Postgres {
         Some(INITDB)
     }
 
-    // The superuser's password: the image wants one, nobody needs it.
+    // The superuser's password: the image wants one, nobody needs it. A primary whose commits
+    // wait for a replica has the replicas to wait for in its environment; the image's first
+    // start runs its scripts (the database, the roles, a restore) on a server that has no
+    // replica yet, so their sessions commit locally (PGOPTIONS, read by the entrypoint's psql
+    // only: a `kubectl exec` shell has the container's environment, not this one).
     fn server_script(&self) -> String {
         "POSTGRES_PASSWORD=$(tr -dc A-Za-z0-9 < /dev/urandom | head -c 32) && export POSTGRES_PASSWORD\n\
-         exec docker-entrypoint.sh postgres"
+         if [ -n \"${SYNCHRONOUS_STANDBY_NAMES:-}\" ]; then export PGOPTIONS='-c synchronous_commit=local'; fi\n\
+         exec docker-entrypoint.sh postgres \
+         ${SYNCHRONOUS_STANDBY_NAMES:+-c \"synchronous_standby_names=$SYNCHRONOUS_STANDBY_NAMES\"}"
             .into()
     }
 
@@ -223,6 +229,36 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(sql.contains("CREATE ROLE streaming_replica REPLICATION LOGIN PASSWORD 'it''s';"), "{sql}");
         assert_eq!(hba, "host replication streaming_replica all scram-sha-256\n");
+    }
+
+    /// The arguments the server script gives the image's entrypoint, with `env` set.
+    fn server_arguments(env: &[(&str, &str)]) -> Vec<String> {
+        use crate::engine::Engine;
+        let dir = std::env::temp_dir().join(format!("entrypoint-{}-{}", std::process::id(), env.len()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let entrypoint = dir.join("docker-entrypoint.sh");
+        std::fs::write(&entrypoint, "#!/bin/sh\necho \"PGOPTIONS=$PGOPTIONS\"\nfor a; do echo \"$a\"; done\n").unwrap();
+        Command::new("chmod").arg("+x").arg(&entrypoint).status().unwrap();
+        let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap());
+        let output = Command::new("sh")
+            .args(["-c", &super::Postgres.server_script()])
+            .env("PATH", path)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().lines().map(String::from).collect()
+    }
+
+    #[test]
+    fn a_synchronous_primary_passes_the_replicas_to_wait_for_to_postgres_as_one_setting() {
+        assert_eq!(server_arguments(&[]), ["PGOPTIONS=", "postgres"]);
+        // The image's first-start scripts commit locally: no replica exists yet to wait for.
+        assert_eq!(
+            server_arguments(&[("SYNCHRONOUS_STANDBY_NAMES", "ANY 1 (*)")]),
+            ["PGOPTIONS=-c synchronous_commit=local", "postgres", "-c", "synchronous_standby_names=ANY 1 (*)"]
+        );
     }
 
     #[test]

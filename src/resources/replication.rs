@@ -18,6 +18,8 @@
 //! - **Credentials**: the replication role's password is in a Secret of its own,
 //!   `<name>-replication` (key `password`), generated once like the credentials, read by
 //!   every instance through `secretKeyRef`.
+//! - **Synchronous commits** (`spec.replication.synchronous`): the primary's environment
+//!   names the replicas a commit waits for (any one), which its start passes to postgres.
 
 use std::collections::BTreeMap;
 
@@ -32,8 +34,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::meta::{ROLE_LABEL, child_of, instance_selector, role_selector};
 use super::view::PersistentVolumeClaimView;
 use super::{claim, secret, workload};
-use crate::api::{Database, Role, instance_name};
-use crate::engine::{self, REPLICATION_PASSWORD_VARIABLE, from_secret};
+use crate::api::{Database, Role, instance_name, synchronous};
+use crate::engine::{self, ANY_ONE_REPLICA, REPLICATION_PASSWORD_VARIABLE, SYNCHRONOUS_STANDBYS_VARIABLE, from_secret};
 
 /// The label of an instance's pods (and its Deployment's selector) that names the instance.
 pub(crate) const INSTANCE_NAME_LABEL: &str = "example.com/database-instance";
@@ -98,6 +100,10 @@ pub(crate) fn disruption_budget(db: &Database) -> PodDisruptionBudget {
 /// its first start makes the replication role.
 pub(crate) fn with_primary(deployment: &mut Deployment, db: &Database) {
     with_instance(deployment, db, &instance_name(db, 1), Role::Primary);
+    if synchronous(db) {
+        let env = pod_spec(deployment).containers[0].env.get_or_insert_with(Vec::new);
+        env.push(engine::value(SYNCHRONOUS_STANDBYS_VARIABLE, ANY_ONE_REPLICA));
+    }
 }
 
 /// The Deployment of replica `ordinal` (2 and more) of `db`, running `image`: the primary's,
@@ -214,6 +220,23 @@ mod tests {
             assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
             assert_eq!(terms[0].label_selector.clone().unwrap().match_labels.unwrap(), instance_selector(&db));
         }
+    }
+
+    #[test]
+    fn a_synchronous_primary_waits_for_any_one_replica_and_an_asynchronous_one_for_none() {
+        let sync_env = |db: &Database| {
+            let mut primary = workload::deployment_running(db, "postgres:17", None);
+            with_primary(&mut primary, db);
+            let env = primary.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap_or_default();
+            env.into_iter().find(|e| e.name == "SYNCHRONOUS_STANDBY_NAMES").and_then(|e| e.value)
+        };
+        let mut db = database();
+        assert_eq!(sync_env(&db), None);
+        db.spec.replication = Some(Box::new(crate::api::Replication { synchronous: Some(true) }));
+        assert_eq!(sync_env(&db).as_deref(), Some("ANY 1 (*)"));
+        let replica = replica_deployment(&db, 2, "postgres:17", None);
+        let env = replica.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
+        assert!(env.iter().all(|e| e.name != "SYNCHRONOUS_STANDBY_NAMES"), "a replica waits for nobody");
     }
 
     #[test]

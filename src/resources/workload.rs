@@ -300,7 +300,8 @@ mod tests {
         let args = container.args.as_ref().unwrap();
         assert_eq!(args[..2], ["sh", "-c"]);
         assert!(args[2].contains("exec 9< '/var/lib/postgresql/data'"), "{}", args[2]);
-        assert!(args[2].ends_with("exec docker-entrypoint.sh postgres"), "{}", args[2]);
+        let last = args[2].lines().last().unwrap();
+        assert!(last.starts_with("exec docker-entrypoint.sh postgres"), "{}", args[2]);
         let env = |name: &str| container.env.as_ref().unwrap().iter().find(|e| e.name == name).cloned();
         let password = env("DATABASE_PASSWORD").unwrap();
         let reference = password.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();

@@ -88,6 +88,8 @@ fn database_mutations() -> Vec<Mutation> {
         refused("spec.instances", json!(0), "spec.instances"),
         refused("spec.instances", json!(10), "spec.instances"),
         refused("spec.instances", json!("three"), "spec.instances"),
+        refused("spec.replication.synchronous", json!("yes"), "spec.replication.synchronous"),
+        refused("spec.replication.synchronous", json!(true), "spec.replication needs spec.instances above 1"),
         refused("spec.favouriteColour", json!("blue"), ".spec.favouriteColour: field not declared in schema"),
         refused("metadata.name", json!("Orders"), "must be a DNS-1035 label"),
         refused("metadata.name", json!("orders.v2"), "must be a DNS-1035 label"),

@@ -113,6 +113,11 @@ struct Ground {
 }
 
 async fn ground(prefix: &str, instances: i32) -> Ground {
+    ground_with(prefix, instances, |_| {}).await
+}
+
+/// [`ground`], with the Database's spec changed by `change` before it is created.
+async fn ground_with(prefix: &str, instances: i32, change: impl FnOnce(&mut DatabaseSpec)) -> Ground {
     let serial = SERIAL.lock().await;
     let client = client().await;
     install_crd(&client).await;
@@ -122,6 +127,7 @@ async fn ground(prefix: &str, instances: i32) -> Ground {
     let mut db =
         Database::new("orders", DatabaseSpec::new(Size::Small, images::POSTGRES).with_engine(EngineKind::Postgres));
     db.spec.instances = (instances > 1).then_some(instances);
+    change(&mut db.spec);
     databases.create(&PostParams::default(), &db).await.unwrap();
     ready(&databases, "orders").await;
     let home = node_of(&Api::namespaced(client.clone(), &ns.name), "orders").await;
@@ -241,6 +247,16 @@ async fn degraded_for(databases: &Api<Database>, reason: &str) -> DatabaseStatus
     .await
 }
 
+/// The status and the Degraded message of Database `orders` once it is `Degraded` for
+/// `reason` (a replica's fault), asserting that `Ready` stays True: the primary serves.
+async fn degraded_while_the_primary_serves(databases: &Api<Database>, reason: &str) -> (DatabaseStatus, String) {
+    let status = degraded_for(databases, reason).await;
+    let said = status.conditions.iter().find(|c| c.type_ == "Degraded").map(|c| c.message.clone()).unwrap();
+    let ready_condition = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
+    assert_eq!((status.phase, ready_condition.as_deref()), (Some(Phase::Degraded), Some("True")), "{status:?}");
+    (status, said)
+}
+
 /// What [`PG_READ`] reads: the count and a checksum of every name in order.
 const COUNT_AND_CHECKSUM: &str = "select count(*), md5(string_agg(name, ',' order by id)) from items";
 
@@ -357,12 +373,9 @@ async fn three_instances_on_three_nodes_stream_every_row_drain_one_at_a_time_and
     let far = far.expect("a replica on the third node");
     let lost = Instant::now();
     node_action("kill", &far);
-    let status = degraded_for(&databases, "NodeUnreachable").await;
+    let (_, said) = degraded_while_the_primary_serves(&databases, "NodeUnreachable").await;
     let told_lost = lost.elapsed();
-    let said = status.conditions.iter().find(|c| c.type_ == "Degraded").map(|c| c.message.clone()).unwrap();
     assert!(said.contains(&format!("on node {far} is not ready")), "{said}");
-    let ready_condition = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
-    assert_eq!((status.phase, ready_condition.as_deref()), (Some(Phase::Degraded), Some("True")), "{status:?}");
     let one_more = "insert into items values (2001, 'item 2001')";
     ground.run_on(writer, "write-rw-lost", &psql_at("orders-rw", one_more)).await;
     let written = ground.run_on(writer, "read-rw-lost", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
@@ -421,12 +434,9 @@ async fn three_instances_on_three_nodes_stream_every_row_drain_one_at_a_time_and
     ground.run_on(writer, "write-rw-cut", &psql_at("orders-rw", another)).await;
     let written = ground.run_on(writer, "read-rw-cut", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
     assert!(written.starts_with("2002|"), "{written}");
-    let status = degraded_for(&databases, "ReplicaNotFollowing").await;
+    let (status, said) = degraded_while_the_primary_serves(&databases, "ReplicaNotFollowing").await;
     let told_cut = cut.elapsed();
-    let said = status.conditions.iter().find(|c| c.type_ == "Degraded").map(|c| c.message.clone()).unwrap();
     assert!(said.starts_with(&format!("replica {far_instance} is behind its primary")), "{said}");
-    let ready_condition = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
-    assert_eq!((status.phase, ready_condition.as_deref()), (Some(Phase::Degraded), Some("True")), "{status:?}");
     let behind = status.instances.iter().find(|i| i.name == far_instance).and_then(|i| i.lag_bytes);
     assert!(behind.is_some_and(|bytes| bytes > 0), "{status:?}");
     node_command(&["heal", &far, &far_ip, "5432"]);
@@ -488,4 +498,58 @@ async fn three_instances_on_three_nodes_stream_every_row_drain_one_at_a_time_and
     mysql.spec.instances = Some(2);
     let error = databases.create(&PostParams::default(), &mysql).await.unwrap_err().to_string();
     assert!(error.contains("spec.instances above 1 needs spec.engine postgres"), "{error}");
+}
+
+#[tokio::test]
+async fn a_synchronous_primary_acknowledges_a_write_only_once_its_replica_has_it() {
+    let ground = ground_with("sync", 2, |spec| {
+        spec.replication = Some(Box::new(database_operator::api::Replication { synchronous: Some(true) }));
+    })
+    .await;
+    let client = &ground.client;
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ground.ns.name);
+    wait_until("the replica of orders to have caught up", common::CONVERGE, || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        let replica = status.instances.iter().find(|i| i.role == Some(Role::Replica))?;
+        (replica.ready && replica.lag_bytes == Some(0)).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ground.ns.name);
+    let replicas = pods.list(&ListParams::default().labels("example.com/database-instance=orders-instance-2")).await;
+    let replica = replicas.unwrap().items.into_iter().find(|p| p.metadata.deletion_timestamp.is_none()).unwrap();
+    let node = replica.spec.and_then(|s| s.node_name).unwrap();
+    let ip = replica.status.and_then(|s| s.pod_ip).unwrap();
+    let writer = &ground.others.iter().find(|n| **n != node).cloned().unwrap_or_else(|| ground.home.clone());
+
+    let setting = ground.run_on(writer, "show-sync", &psql_at("orders-rw", "show synchronous_standby_names")).await;
+    assert_eq!(setting, "ANY 1 (*)");
+    let create = "create table items (id int primary key, name text)";
+    ground.run_on(writer, "write-sync", &psql_at("orders-rw", create)).await;
+    let insert = "insert into items select i, 'item ' || i from generate_series(1, 100) i";
+    ground.run_on(writer, "write-sync-more", &psql_at("orders-rw", insert)).await;
+
+    // The replica cut off from the primary: a commit is not acknowledged (the client gives
+    // up after 15 s); healed, the replica flushes what it missed and commits are acknowledged
+    // again, and every row is on the replica.
+    node_command(&["partition", &node, &ip, "5432"]);
+    let unacknowledged = r#"export PGPASSWORD="$DATABASE_PASSWORD"
+reachable pg_isready --host=orders-rw
+timeout 15 psql --host=orders-rw --username="$DATABASE_USER" --dbname=app -Atq -c "insert into items values (101, 'item 101')"
+echo "exit $?""#;
+    let waited = ground.run_on(writer, "write-sync-cut", unacknowledged).await;
+    assert_eq!(waited, "exit 124", "a commit acknowledged while its only replica was cut off: {waited}");
+    node_command(&["heal", &node, &ip, "5432"]);
+    let healed = Instant::now();
+    let acknowledged = psql_at("orders-rw", "insert into items values (102, 'item 102')");
+    ground.run_on(writer, "write-sync-healed", &acknowledged).await;
+    let again = healed.elapsed();
+    let written = ground.run_on(writer, "read-sync-rw", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
+    assert!(written.starts_with("102|"), "the row the client gave up on was committed on the primary: {written}");
+    let on_replica = ground.run_on(writer, "read-sync-replica", &psql_at(&ip, COUNT_AND_CHECKSUM)).await;
+    assert_eq!(on_replica, written, "every acknowledged row is on the replica");
+    eprintln!(
+        "[figure] synchronous replication: no commit acknowledged in 15 s while the only replica was cut off; \
+         healed, a commit acknowledged {:.1} s later (the client's whole run)",
+        again.as_secs_f64()
+    );
 }
