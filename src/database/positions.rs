@@ -80,7 +80,8 @@ impl DatabaseReconciler {
                 found = Some(Blocker::ReplicaFailing {
                     reason: "ReplicaNotFollowing".into(),
                     message: format!(
-                        "replica {name} is behind its primary and has received nothing from it for {seconds} s or                          more; its log says why (kubectl logs deployment/{name})",
+                        "replica {name} is behind its primary and has received nothing from it for {seconds} s or \
+                         more; its log says why (kubectl logs deployment/{name})",
                         name = instance.name,
                         seconds = STALLED_AFTER.as_secs()
                     ),

@@ -437,6 +437,7 @@ async fn three_instances_on_three_nodes_stream_every_row_drain_one_at_a_time_and
     let (status, said) = degraded_while_the_primary_serves(&databases, "ReplicaNotFollowing").await;
     let told_cut = cut.elapsed();
     assert!(said.starts_with(&format!("replica {far_instance} is behind its primary")), "{said}");
+    assert!(said.contains(&format!(" 30 s or more; its log says why (kubectl logs deployment/{far_instance})")));
     let behind = status.instances.iter().find(|i| i.name == far_instance).and_then(|i| i.lag_bytes);
     assert!(behind.is_some_and(|bytes| bytes > 0), "{status:?}");
     node_command(&["heal", &far, &far_ip, "5432"]);
