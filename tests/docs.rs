@@ -86,7 +86,7 @@ fn every_verb_of_the_kubectl_plugin_has_help_and_an_example_in_the_readme() {
         .filter(|name| *name != "help")
         .map(str::to_string)
         .collect();
-    assert_eq!(verbs, ["backup", "restore", "backups", "shell", "why"]);
+    assert_eq!(verbs, ["backup", "restore", "backups", "shell", "why", "switchover"]);
     let readme = read("README.md");
     let section = section(&readme, "### The kubectl plugin", "README.md");
     let mut problems = Vec::new();

@@ -9,6 +9,13 @@
 //!
 //! Replication is asynchronous unless `spec.replication.synchronous` says otherwise: then
 //! the primary acknowledges a commit only once a replica has flushed it ([`Replication`]).
+//!
+//! **Which instance is the primary** is recorded in one place, the Database's annotation
+//! [`PRIMARY_ANNOTATION`] (instance 1 while it is absent). The operator writes it on a
+//! failover, `kubectl database switchover` on a switchover, and nothing else does; every
+//! instance's Deployment follows it. It is an annotation, not a status field, because every
+//! pass writes the status from what it saw, and a pass that saw an older Database would write
+//! the older primary back; no pass writes the annotation but the one that decides a change.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -17,6 +24,14 @@ use super::{Database, EngineKind};
 
 /// The most instances a Database may have.
 pub const MAX_INSTANCES: i32 = 9;
+
+/// The annotation of a Database of several instances that names the instance that is to be
+/// its primary.
+pub const PRIMARY_ANNOTATION: &str = "example.com/primary";
+
+/// How long a primary stays not ready before a replica is promoted, unless
+/// `spec.replication.failoverDelaySeconds` says otherwise.
+pub const DEFAULT_FAILOVER_DELAY_SECONDS: i32 = 30;
 
 /// The number of instances `db` wants: `spec.instances`, or one.
 pub fn instances(db: &Database) -> i32 {
@@ -41,11 +56,35 @@ pub struct Replication {
     /// restarts the primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synchronous: Option<bool>,
+
+    /// How many seconds the primary may stay not ready (its pod failing, or its node no longer
+    /// reporting) before the replica furthest ahead is promoted in its place: 30 unless set.
+    /// A primary that takes longer than this to start is failed over too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 5, max = 3600))]
+    pub failover_delay_seconds: Option<i32>,
 }
 
 /// Whether `db`'s primary waits for a replica at each commit (`spec.replication.synchronous`).
 pub fn synchronous(db: &Database) -> bool {
     replicated(db) && db.spec.replication.as_ref().and_then(|r| r.synchronous).unwrap_or(false)
+}
+
+/// How long `db`'s primary may stay not ready before a replica is promoted.
+pub fn failover_delay(db: &Database) -> std::time::Duration {
+    let seconds = db.spec.replication.as_ref().and_then(|r| r.failover_delay_seconds);
+    std::time::Duration::from_secs(seconds.unwrap_or(DEFAULT_FAILOVER_DELAY_SECONDS).max(0).unsigned_abs().into())
+}
+
+/// The ordinal of the instance that is to be `db`'s primary: the one its
+/// [`PRIMARY_ANNOTATION`] names, instance 1 without it.
+///
+/// # Errors
+///
+/// The annotation's value, when it names no instance of `db`.
+pub fn primary_ordinal(db: &Database) -> Result<i32, String> {
+    let Some(named) = db.metadata.annotations.as_ref().and_then(|a| a.get(PRIMARY_ANNOTATION)) else { return Ok(1) };
+    (1..=instances(db)).find(|&ordinal| instance_name(db, ordinal) == *named).ok_or_else(|| named.clone())
 }
 
 /// The name of instance `ordinal` (from 1) of `db`: the Database's own name for the first,
@@ -117,5 +156,23 @@ mod tests {
         assert!(replicated(&db));
         assert_eq!(instance_name(&db, 1), "orders");
         assert_eq!(instance_name(&db, 3), "orders-instance-3");
+    }
+
+    #[test]
+    fn the_primary_is_the_instance_the_annotation_names_and_instance_1_without_it() {
+        let mut spec = DatabaseSpec::new(Size::Small, "postgres:17").with_engine(EngineKind::Postgres);
+        spec.instances = Some(3);
+        let mut db = Database::new("orders", spec);
+        assert_eq!(primary_ordinal(&db), Ok(1));
+        let annotate = |db: &mut Database, name: &str| {
+            db.metadata.annotations = Some([(PRIMARY_ANNOTATION.to_string(), name.to_string())].into());
+        };
+        annotate(&mut db, "orders-instance-3");
+        assert_eq!(primary_ordinal(&db), Ok(3));
+        annotate(&mut db, "orders");
+        assert_eq!(primary_ordinal(&db), Ok(1));
+        annotate(&mut db, "orders-instance-4");
+        assert_eq!(primary_ordinal(&db), Err("orders-instance-4".to_string()));
+        assert_eq!(failover_delay(&db).as_secs(), 30);
     }
 }

@@ -41,7 +41,8 @@ pub use credentials::Credentials;
 pub use database::*;
 pub use engine::{EngineKind, newer_major};
 pub use instances::{
-    InstanceStatus, MAX_INSTANCES, Replication, Role, instance_name, instances, replicated, synchronous,
+    DEFAULT_FAILOVER_DELAY_SECONDS, InstanceStatus, MAX_INSTANCES, PRIMARY_ANNOTATION, Replication, Role,
+    failover_delay, instance_name, instances, primary_ordinal, replicated, synchronous,
 };
 pub use schedule::{BackupSchedule, DEFAULT_KEEP, RestoreFrom};
 pub use storage::{ReclaimPolicy, Storage};

@@ -29,7 +29,7 @@ use tracing::info;
 use super::reconcile::{DatabaseReconciler, Error, Halt, Pass, Step};
 use super::restore::Restore;
 use super::status::Blocker;
-use crate::api::Database;
+use crate::api::{Database, Role};
 use crate::engine::Engine;
 use crate::resources::meta::{is_controlled_by, is_ours};
 use crate::resources::restore::with_restore;
@@ -134,7 +134,8 @@ impl DatabaseReconciler {
         let (live_deployment, live_service) = (self.stores.deployments.get(&key), self.stores.services.get(&key));
         let mut desired = workload::deployment_running(db, &pass.plan.image, self.rollout_marker.as_deref());
         if crate::api::replicated(db) {
-            replication::with_primary(&mut desired, db);
+            let role = if pass.primary == Some(1) { Role::Primary } else { Role::Replica };
+            replication::as_instance(&mut desired, db, 1, role);
         }
         if let (Restore::From { source, .. }, Some(engine)) = (&pass.restore, pass.engine) {
             with_restore(&mut desired, engine, source);

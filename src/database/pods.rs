@@ -86,11 +86,7 @@ pub(crate) fn diagnose_replicas(pods: &[Pod], stuck: &[&str]) -> Option<Blocker>
 /// kubelet's last report (the node lifecycle controller marks the pods of a node it cannot
 /// reach not ready, and leaves their container statuses as they were).
 fn node_lost(pod: &Pod) -> Option<Blocker> {
-    let status = pod.status.as_ref()?;
-    let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready")?;
-    let containers = status.container_statuses.as_deref().unwrap_or_default();
-    let marked = ready.status != "True" && !containers.is_empty() && containers.iter().all(|c| c.ready);
-    marked.then(|| {
+    on_lost_node(pod).then(|| {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
         Blocker::PodFailing {
@@ -101,6 +97,14 @@ fn node_lost(pod: &Pod) -> Option<Blocker> {
             ),
         }
     })
+}
+
+/// Whether `pod`'s node stopped reporting: see [`node_lost`].
+pub(crate) fn on_lost_node(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else { return false };
+    let Some(ready) = status.conditions.iter().flatten().find(|c| c.type_ == "Ready") else { return false };
+    let containers = status.container_statuses.as_deref().unwrap_or_default();
+    ready.status != "True" && !containers.is_empty() && containers.iter().all(|c| c.ready)
 }
 
 fn pod_blocker(pod: &Pod) -> Option<Blocker> {

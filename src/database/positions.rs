@@ -2,9 +2,9 @@
 //! stands in the WAL ([`position::identify`], over postgres's replication protocol), and the
 //! status records each one's timeline and each replica's lag behind the primary.
 //!
-//! - **Reads**: one list of the Database's pods (their addresses: pods are not cached) and one
-//!   read of the replication Secret (the cache keeps no Secret's data) per pass; the pods
-//!   phase after it reuses the list. The instances are asked at once, each within
+//! - **Reads**: the list of the Database's pods the roles phase made (their addresses: pods
+//!   are not cached) and one read of the replication Secret (the cache keeps no Secret's data)
+//!   per pass; the pods phase after it reuses the list. The instances are asked at once, each within
 //!   [`ASK_TIMEOUT`], so a pass waits at most that long for them.
 //! - **Lag** is the primary's flushed position less the replica's received one, in bytes; it
 //!   is absent when either cannot be asked (no running pod, no address, a refusal, no answer
@@ -48,7 +48,10 @@ impl DatabaseReconciler {
         if pass.instances.is_empty() {
             return Ok(());
         }
-        let pods = self.instance_pods(pass).await?;
+        let pods = match pass.pods.take() {
+            Some(pods) => pods,
+            None => self.instance_pods(pass).await?,
+        };
         let password = self.replication_password(pass).await?;
         let port = pass.engine.map_or(5432, |e| u16::try_from(e.port()).unwrap_or(5432));
         let asked = pass.instances.iter().map(|instance| {
@@ -63,8 +66,9 @@ impl DatabaseReconciler {
         let positions = futures::future::join_all(asked).await;
         record(&mut pass.instances, &positions);
         pass.recheck = recheck(&pass.instances);
-        pass.degraded = self.not_following(pass, &positions);
+        pass.degraded = pass.degraded.take().or_else(|| self.not_following(pass, &positions));
         pass.pods = Some(pods);
+        pass.positions = positions;
         Ok(())
     }
 
@@ -73,7 +77,8 @@ impl DatabaseReconciler {
     /// ([`Following`](super::following::Following)).
     fn not_following(&self, pass: &Pass<'_>, positions: &[Option<Position>]) -> Option<Blocker> {
         let mut found = None;
-        for (instance, position) in pass.instances.iter().zip(positions).skip(1) {
+        let replicas = pass.instances.iter().zip(positions).filter(|(i, _)| i.role == Some(Role::Replica));
+        for (instance, position) in replicas {
             let received = position.as_ref().map_or(0, |p| p.lsn);
             let stalled = self.following.observe(&pass.key(&instance.name), received, instance.lag_bytes, pass.now.0);
             if stalled.is_some() && found.is_none() {
@@ -136,9 +141,11 @@ fn address_of<'p>(pods: &'p [Pod], name: &str) -> Option<&'p str> {
 }
 
 /// Records each instance's timeline and each replica's lag behind the primary (`instances`
-/// and `positions` in the same order, the primary first).
+/// and `positions` in the same order).
 fn record(instances: &mut [InstanceStatus], positions: &[Option<Position>]) {
-    let primary = positions.first().and_then(Option::as_ref);
+    let primary = instances.iter().position(|i| i.role == Some(Role::Primary));
+    let primary = primary.and_then(|index| positions.get(index)).and_then(Option::as_ref).cloned();
+    let primary = primary.as_ref();
     for (instance, position) in instances.iter_mut().zip(positions) {
         instance.timeline = position.as_ref().map(|p| i64::from(p.timeline));
         if instance.role == Some(Role::Replica) {

@@ -37,6 +37,7 @@ use operator_runtime::informer::{Store, key_of};
 use operator_runtime::write::{Created, Statuses, Writer};
 use tracing::{debug, info};
 
+use super::failover::Down;
 use super::following::Following;
 use super::pods::{self, POD_GRACE};
 use super::restore::{self, Restore};
@@ -141,6 +142,8 @@ pub(crate) struct DatabaseReconciler {
     statuses: Statuses<DatabaseStatus>,
     /// Where each replica found behind stood, and since when.
     pub(super) following: Following,
+    /// When each Database's primary was first seen not ready ([`super::failover`]).
+    pub(super) down: Down,
     /// The rollout benchmark's marker on every Deployment (`--bench-rollout-marker`).
     pub(super) rollout_marker: Option<String>,
     /// The operator's own image, which fetches a restore's dump from a bucket (`--backup-image`).
@@ -166,8 +169,14 @@ pub(super) struct Pass<'a> {
     pub(super) claim_uid: Option<String>,
     /// Each instance, as the replicas phase found them (Databases of several instances).
     pub(super) instances: Vec<InstanceStatus>,
-    /// The Database's pods, when the positions phase listed them.
+    /// The Database's pods, when the roles phase listed them.
     pub(super) pods: Option<Vec<Pod>>,
+    /// The instance (its ordinal) whose Deployment starts the primary in this pass: the one
+    /// the record names, or none while an old primary may still run ([`super::failover`]).
+    pub(super) primary: Option<i32>,
+    /// Where each instance stands in the WAL, as the positions phase asked (in the order of
+    /// `instances`).
+    pub(super) positions: Vec<Option<crate::engine::position::Position>>,
     /// When a phase asked for the Database to be looked at again, for what it cannot watch.
     pub(super) recheck: Option<Duration>,
     /// A fault a phase found that does not stop the pass: the Database is blocked by it once
@@ -202,6 +211,7 @@ impl DatabaseReconciler {
             recorder,
             statuses: Statuses::default(),
             following: Following::default(),
+            down: Down::default(),
             rollout_marker,
             backup_image,
         }
@@ -225,6 +235,8 @@ impl DatabaseReconciler {
             claim_uid: None,
             instances: Vec::new(),
             pods: None,
+            primary: None,
+            positions: Vec::new(),
             recheck: None,
             degraded: None,
             report: Report::default(),
@@ -288,9 +300,11 @@ impl DatabaseReconciler {
             self.volume(pass).await?;
             backup_ready(pass)?;
         }
+        self.roles(pass).await?;
         self.workload(pass).await?;
         self.replicas(pass).await?;
         self.positions(pass).await?;
+        self.failover(pass).await?;
         health(pass)?;
         self.pods(pass).await?;
         pass.degraded.take().map_or(Ok(()), |blocker| Err(blocker.into()))

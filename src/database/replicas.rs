@@ -2,9 +2,10 @@
 //! replication Secret, one claim and one Deployment per replica, its -rw and -ro Services
 //! and its PodDisruptionBudget; the pass records each instance's role and readiness for the status.
 //!
-//! - The primary is the Database's own Deployment (the workload phase wrote it, with its role
-//!   label and the replication password: [`replication::with_primary`]); the replicas run the
-//!   image the plan chose for it, so an upgrade rolls them with the primary.
+//! - Instance 1 is the Database's own Deployment (the workload phase wrote it, in its role:
+//!   [`replication::as_instance`]); the others are this phase's, each in its role
+//!   ([`super::failover`] says which is the primary). All run the image the plan chose, so an
+//!   upgrade rolls them together. The Database's readiness is its primary's.
 //! - The replication Secret is created once and never written again, like the credentials:
 //!   a replica with a new password could no longer follow its primary.
 //! - Each child is written only where it differs ([`DatabaseReconciler::ensure`]); a
@@ -30,11 +31,12 @@ impl DatabaseReconciler {
         }
         self.replication_secret(pass).await?;
         let image = pass.plan.image.clone();
-        let primary_ready = pass.deployment.as_deref().is_some_and(|d| d.runs_ready(&image));
+        let role = |ordinal| if pass.primary == Some(ordinal) { Role::Primary } else { Role::Replica };
+        let first = pass.deployment.as_deref().is_some_and(|d| d.runs_ready(&image));
         let mut seen = vec![InstanceStatus {
             name: instance_name(db, 1),
-            role: Some(Role::Primary),
-            ready: primary_ready,
+            role: Some(role(1)),
+            ready: first,
             ..Default::default()
         }];
         for ordinal in 2..=instances(db) {
@@ -47,17 +49,18 @@ impl DatabaseReconciler {
             pass.report.writes("Database", &[("PersistentVolumeClaim", &claim_name, &wrote(&claim))]);
             claim?;
             let live = self.stores.deployments.get(&pass.key(&name));
-            let desired = replication::replica_deployment(db, ordinal, &image, self.rollout_marker.as_deref());
+            let marker = self.rollout_marker.as_deref();
+            let desired = replication::instance_deployment(db, ordinal, role(ordinal), &image, marker);
             let deployment =
                 self.ensure(db, desired, live, |d: &DeploymentView| is_controlled_by(&d.metadata, db)).await;
             pass.report.writes("Database", &[("Deployment", &name, &wrote(&deployment))]);
             let (deployment, _) = deployment?;
-            seen.push(InstanceStatus {
-                name,
-                role: Some(Role::Replica),
-                ready: deployment.runs_ready(&image),
-                ..Default::default()
-            });
+            let ready = deployment.runs_ready(&image);
+            seen.push(InstanceStatus { name, role: Some(role(ordinal)), ready, ..Default::default() });
+            // The Database's readiness and health are its primary's.
+            if pass.primary == Some(ordinal) {
+                pass.deployment = Some(deployment);
+            }
         }
         for service in replication::services(db) {
             let name = service.metadata.name.clone().unwrap_or_default();

@@ -18,7 +18,8 @@
 //! replication; a replica's first start waits for the primary, copies it with
 //! `pg_basebackup`, and marks itself a standby; every start of a replica follows the primary
 //! at the -rw Service (`primary_conninfo`, its password in a passfile on the volume, never
-//! on a command line) and serves reads (hot standby).
+//! on a command line) and serves reads (hot standby). A replica started as the primary is
+//! promoted (a new timeline); a former primary started as a replica copies the primary afresh.
 
 use k8s_openapi::api::core::v1::EnvVar;
 
@@ -62,11 +63,21 @@ impl Engine for Postgres {
     // start runs its scripts (the database, the roles, a restore) on a server that has no
     // replica yet, so their sessions commit locally (PGOPTIONS, read by the entrypoint's psql
     // only: a `kubectl exec` shell has the container's environment, not this one).
+    //
+    // A replica's data started as a primary is a promotion: the standby's mark becomes a
+    // recovery's, so the server replays the WAL it has, ends the recovery on a new timeline
+    // and accepts writes (with no archive yet: `restore_command` finds nothing).
     fn server_script(&self) -> String {
         "POSTGRES_PASSWORD=$(tr -dc A-Za-z0-9 < /dev/urandom | head -c 32) && export POSTGRES_PASSWORD\n\
          if [ -n \"${SYNCHRONOUS_STANDBY_NAMES:-}\" ]; then export PGOPTIONS='-c synchronous_commit=local'; fi\n\
+         promote=\n\
+         if [ -f \"$PGDATA/standby.signal\" ]; then\n\
+         \x20 rm \"$PGDATA/standby.signal\" && : > \"$PGDATA/recovery.signal\" && promote=1\n\
+         \x20 echo 'promoted: ending the recovery of this replica at the end of the WAL it received, on a new timeline' >&2\n\
+         fi\n\
          exec docker-entrypoint.sh postgres \
-         ${SYNCHRONOUS_STANDBY_NAMES:+-c \"synchronous_standby_names=$SYNCHRONOUS_STANDBY_NAMES\"}"
+         ${SYNCHRONOUS_STANDBY_NAMES:+-c \"synchronous_standby_names=$SYNCHRONOUS_STANDBY_NAMES\"} \
+         ${promote:+-c restore_command=false}"
             .into()
     }
 
@@ -133,7 +144,13 @@ printf '%s:5432:*:{user}:%s\n' "$primary" "$REPLICATION_PASSWORD" > "$pgpass"
 # mount (fsGroup), and libpq ignores a passfile others may read.
 chmod 0600 "$pgpass"
 export PGPASSFILE="$pgpass"
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
+# A volume without the standby's mark is empty, half copied, or a former primary's: what a
+# former primary wrote after the last record its replicas received is on no other instance,
+# so it is copied afresh, as a new replica is.
+if [ ! -f "$PGDATA/standby.signal" ]; then
+  if [ -s "$PGDATA/PG_VERSION" ]; then
+    echo "this volume holds a former primary's data, which the new primary's history does not continue: copying the primary afresh" >&2
+  fi
   until pg_isready --quiet --host="$primary" --port=5432 --timeout=5; do
     echo "waiting for the primary at $primary to copy it" >&2
     sleep 2
@@ -234,7 +251,9 @@ mod tests {
     /// The arguments the server script gives the image's entrypoint, with `env` set.
     fn server_arguments(env: &[(&str, &str)]) -> Vec<String> {
         use crate::engine::Engine;
-        let dir = std::env::temp_dir().join(format!("entrypoint-{}-{}", std::process::id(), env.len()));
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("entrypoint-{}-{call}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let entrypoint = dir.join("docker-entrypoint.sh");
         std::fs::write(&entrypoint, "#!/bin/sh\necho \"PGOPTIONS=$PGOPTIONS\"\nfor a; do echo \"$a\"; done\n").unwrap();
@@ -249,6 +268,21 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8(output.stdout).unwrap().lines().map(String::from).collect()
+    }
+
+    #[test]
+    fn a_replica_started_as_the_primary_ends_its_recovery_on_a_new_timeline() {
+        let data = std::env::temp_dir().join(format!("pgdata-promoted-{}", std::process::id()));
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("standby.signal"), "").unwrap();
+        let pgdata = data.display().to_string();
+        let arguments = server_arguments(&[("PGDATA", pgdata.as_str())]);
+        assert_eq!(arguments, ["PGOPTIONS=", "postgres", "-c", "restore_command=false"]);
+        assert!(!data.join("standby.signal").exists() && data.join("recovery.signal").exists());
+        // Started again (a primary now), it is a primary's start.
+        std::fs::remove_file(data.join("recovery.signal")).unwrap();
+        assert_eq!(server_arguments(&[("PGDATA", pgdata.as_str())]), ["PGOPTIONS=", "postgres"]);
+        std::fs::remove_dir_all(&data).unwrap();
     }
 
     #[test]

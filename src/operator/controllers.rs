@@ -17,7 +17,7 @@ use operator_runtime::informer::{self, Factory, key_of, strip_annotations_and_ma
 use operator_runtime::workqueue::{self, RateLimitingQueue};
 use operator_runtime::write::Writer;
 
-use crate::api::{Database, DatabaseBackup, index};
+use crate::api::{Database, DatabaseBackup, PRIMARY_ANNOTATION, index};
 use crate::backup::{self, BackupReconciler};
 use crate::database::{self, DatabaseReconciler};
 use crate::resources::meta::{LABEL_SELECTOR, MANAGER};
@@ -57,8 +57,9 @@ impl Controllers {
         let jobs = factory.informer_selected::<Job>(LABEL_SELECTOR);
         let backups = factory.informer::<DatabaseBackup>();
         // Databases, DatabaseBackups, Jobs and PodDisruptionBudgets are cached whole, but for
-        // their annotations: nothing reads them, and a user may write 256 KiB of them on each.
-        databases.set_transform(Arc::new(strip_annotations_and_managed_fields::<Database>));
+        // their annotations: nothing reads them (but a Database's record of its primary), and
+        // a user may write 256 KiB of them on each.
+        databases.set_transform(Arc::new(cached_database));
         backups.set_transform(Arc::new(strip_annotations_and_managed_fields::<DatabaseBackup>));
         jobs.set_transform(Arc::new(strip_annotations_and_managed_fields::<Job>));
         disruption_budgets.set_transform(Arc::new(strip_annotations_and_managed_fields::<PodDisruptionBudget>));
@@ -187,5 +188,30 @@ where
         let Some(name) = obj.meta().labels.as_ref().and_then(|l| l.get("app")) else { return Vec::new() };
         let key = format!("{}/{name}", obj.meta().namespace.as_deref().unwrap_or_default());
         if store.get(&key).is_some() { vec![key] } else { Vec::new() }
+    }
+}
+
+/// A Database as the cache keeps it: without its managed fields, and of its annotations only
+/// the record of its primary ([`PRIMARY_ANNOTATION`]).
+fn cached_database(mut db: Database) -> Database {
+    let primary = db.metadata.annotations.as_mut().and_then(|a| a.remove_entry(PRIMARY_ANNOTATION));
+    let mut db = strip_annotations_and_managed_fields(db);
+    db.metadata.annotations = primary.map(|entry| [entry].into());
+    db
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{DatabaseSpec, Size};
+
+    #[test]
+    fn a_cached_database_keeps_of_its_annotations_only_the_record_of_its_primary() {
+        let mut db = Database::new("orders", DatabaseSpec::new(Size::Small, "postgres:17"));
+        db.metadata.annotations = Some([("big".to_string(), "x".repeat(1 << 16))].into());
+        assert_eq!(cached_database(db.clone()).metadata.annotations, None);
+        let record = (PRIMARY_ANNOTATION.to_string(), "orders-instance-2".to_string());
+        db.metadata.annotations.as_mut().unwrap().insert(record.0.clone(), record.1.clone());
+        assert_eq!(cached_database(db).metadata.annotations, Some([record].into()));
     }
 }

@@ -20,6 +20,7 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GIT_REVISIO
   kubectl database backups orders
   kubectl database restore orders-20250101020000 --to orders-copy --wait
   kubectl database shell orders
+  kubectl database switchover orders --wait
   kubectl database why orders")]
 pub struct Cli {
     /// The verb.
@@ -90,6 +91,16 @@ Examples:
   kubectl database why orders
   kubectl database status orders -n shop")]
     Why(WhyArgs),
+
+    /// Make a replica the primary of a Database of several instances (a planned switchover):
+    /// the old primary shuts down first, handing the replicas the last of its WAL.
+    #[command(after_help = "Examples:
+  # To the ready replica least behind, and wait until it is the primary
+  kubectl database switchover orders --wait
+
+  # To a given instance
+  kubectl database switchover orders --to orders-instance-3")]
+    Switchover(SwitchoverArgs),
 }
 
 /// The arguments of `backup`.
@@ -192,6 +203,26 @@ pub struct WhyArgs {
     /// How many recent Warning events to show.
     #[arg(long, default_value_t = 10)]
     pub events: usize,
+}
+
+/// The arguments of `switchover`.
+#[derive(Debug, Args)]
+pub struct SwitchoverArgs {
+    /// The Database whose primary changes.
+    pub database: String,
+
+    /// The instance to make the primary (a ready replica). Default: the ready replica least
+    /// behind.
+    #[arg(long = "to", value_name = "INSTANCE")]
+    pub to: Option<String>,
+
+    /// Wait until the new primary is Ready, printing its progress.
+    #[arg(long)]
+    pub wait: bool,
+
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
 }
 
 fn parse_size(value: &str) -> Result<Size, String> {

@@ -8,14 +8,16 @@
 //! | `restore BACKUP --to NEW` | creates a new Database restored from a backup (`--wait`) | `restore.rs` |
 //! | `backups DATABASE` | lists its backups with their verification, newest first | `list.rs` |
 //! | `shell DATABASE` | opens the engine's client in its pod, logged in | `shell.rs` |
+//! | `switchover DATABASE` | makes a replica the primary (`--to`, `--wait`) | `switchover.rs` |
 //! | `why DATABASE` | explains its state: conditions, pods, backups, Warning events | `why.rs` |
 //!
 //! What it promises:
 //!
-//! - **It only asks and creates.** It reads what the operator wrote (status, conditions,
-//!   events) and creates DatabaseBackups and Databases as a user would with `kubectl apply`;
-//!   it never writes a status, never updates or deletes anything, and decides nothing the
-//!   operator decides. What it shows is as fresh as one read of the apiserver.
+//! - **It only asks, creates and names.** It reads what the operator wrote (status,
+//!   conditions, events) and creates DatabaseBackups and Databases as a user would with
+//!   `kubectl apply`; the one thing it changes is the annotation that names a Database's
+//!   primary (`switchover`, what a user would `kubectl annotate`). It never writes a status,
+//!   never deletes anything, and decides nothing the operator decides. What it shows is as fresh as one read of the apiserver.
 //! - **It never shows a secret.** No verb reads a Secret. `shell` runs the engine's client in
 //!   the database container with the password the container already has in its environment
 //!   (from the Database's Secret), handed to the client through the variable the client reads
@@ -40,9 +42,10 @@ mod list;
 mod restore;
 mod run;
 mod shell;
+mod switchover;
 mod target;
 mod why;
 
-pub use args::{BackupArgs, BackupsArgs, Cli, Output, RestoreArgs, ShellArgs, Verb, WhyArgs};
+pub use args::{BackupArgs, BackupsArgs, Cli, Output, RestoreArgs, ShellArgs, SwitchoverArgs, Verb, WhyArgs};
 pub use error::Error;
 pub use run::run;

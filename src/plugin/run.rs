@@ -8,7 +8,7 @@ use kube_client::Client;
 use super::args::{Cli, Verb};
 use super::error::Error;
 use super::target::Target;
-use super::{backup, list, restore, shell, why};
+use super::{backup, list, restore, shell, switchover, why};
 
 /// Runs `cli`'s verb on a runtime of one thread; an error is printed on stderr (`error: ...`,
 /// as kubectl's) and exits 1. `shell` exits with the client's exit code.
@@ -36,6 +36,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
         Verb::Restore(args) => restore::run(&target, args).await?,
         Verb::Backups(args) => list::run(&target, args).await?,
         Verb::Why(args) => why::run(&target, args).await?,
+        Verb::Switchover(args) => switchover::run(&target, args).await?,
         Verb::Shell(args) => return shell::run(&target, args).await,
     }
     Ok(ExitCode::SUCCESS)

@@ -7,7 +7,9 @@
 //!   Database's own Deployment and claim, unchanged; instance `i` is `<name>-instance-<i>`.
 //! - **Roles are labels** (`example.com/role: primary|replica`, on the pods): the Database's
 //!   Service and `<name>-rw` select the primary, `<name>-ro` the replicas. Every pod also
-//!   carries its instance's name (`example.com/database-instance`).
+//!   carries its instance's name (`example.com/database-instance`). Any instance may be the
+//!   primary ([`crate::api::PRIMARY_ANNOTATION`]); a change of role is a change of its
+//!   Deployment's pod template, so the instance restarts in its new role.
 //! - **One node each**: a required pod anti-affinity on the Database's pods by hostname, so
 //!   that losing a node loses one instance; an instance the nodes cannot place stays Pending,
 //!   and the Database says so in the pod's words ([`crate::database`]'s pods phase).
@@ -95,37 +97,54 @@ pub(crate) fn disruption_budget(db: &Database) -> PodDisruptionBudget {
     }
 }
 
-/// What the primary's Deployment (the Database's own) adds when the Database has replicas:
-/// its role and instance labels, the anti-affinity, and the replication password, with which
-/// its first start makes the replication role.
-pub(crate) fn with_primary(deployment: &mut Deployment, db: &Database) {
-    with_instance(deployment, db, &instance_name(db, 1), Role::Primary);
-    if synchronous(db) {
-        let env = pod_spec(deployment).containers[0].env.get_or_insert_with(Vec::new);
-        env.push(engine::value(SYNCHRONOUS_STANDBYS_VARIABLE, ANY_ONE_REPLICA));
-    }
+/// The Deployment of instance `ordinal` of `db` in `role`, running `image`.
+pub(crate) fn instance_deployment(
+    db: &Database,
+    ordinal: i32,
+    role: Role,
+    image: &str,
+    marker: Option<&str>,
+) -> Deployment {
+    let mut deployment = workload::deployment_running(db, image, marker);
+    as_instance(&mut deployment, db, ordinal, role);
+    deployment
 }
 
-/// The Deployment of replica `ordinal` (2 and more) of `db`, running `image`: the primary's,
-/// with its own name, claim, labels and start.
-pub(crate) fn replica_deployment(db: &Database, ordinal: i32, image: &str, marker: Option<&str>) -> Deployment {
+/// What makes the Database's Deployment (`workload::deployment_running`) instance `ordinal`
+/// in `role`: instance 1 keeps its name, selector and claim (a Deployment's selector cannot
+/// change), another takes its own; each gets its labels, the anti-affinity and the replication
+/// password; the primary starts the engine's server (and, synchronous, names the replicas a
+/// commit waits for), a replica the engine's replica start, following the -rw Service.
+pub(crate) fn as_instance(deployment: &mut Deployment, db: &Database, ordinal: i32, role: Role) {
     let name = instance_name(db, ordinal);
-    let mut deployment = workload::deployment_running(db, image, marker);
-    deployment.metadata.name = Some(name.clone());
-    with_instance(&mut deployment, db, &name, Role::Replica);
-    let spec = deployment.spec.as_mut().expect("an engine's Deployment has a spec");
-    spec.selector.match_labels.get_or_insert_with(Default::default).insert(INSTANCE_NAME_LABEL.into(), name.clone());
-    let pod = pod_spec(&mut deployment);
-    for volume in pod.volumes.iter_mut().flatten() {
-        if let Some(claim) = &mut volume.persistent_volume_claim {
-            claim.claim_name = claim_name(&name);
+    if ordinal != 1 {
+        deployment.metadata.name = Some(name.clone());
+        let spec = deployment.spec.as_mut().expect("an engine's Deployment has a spec");
+        spec.selector
+            .match_labels
+            .get_or_insert_with(Default::default)
+            .insert(INSTANCE_NAME_LABEL.into(), name.clone());
+        for volume in pod_spec(deployment).volumes.iter_mut().flatten() {
+            if let Some(claim) = &mut volume.persistent_volume_claim {
+                claim.claim_name = claim_name(&name);
+            }
         }
     }
-    if let Some(engine) = engine::of_database(db) {
-        let script = engine.replica_script(&primary_service_name(db)).unwrap_or_else(|| engine.server_script());
-        pod.containers[0].args = Some(engine::fence::fenced(engine.data_dir(), &script));
+    with_instance(deployment, db, &name, role);
+    let container = &mut pod_spec(deployment).containers[0];
+    match (role, engine::of_database(db)) {
+        (Role::Primary, _) if synchronous(db) => {
+            container
+                .env
+                .get_or_insert_with(Vec::new)
+                .push(engine::value(SYNCHRONOUS_STANDBYS_VARIABLE, ANY_ONE_REPLICA));
+        }
+        (Role::Replica, Some(engine)) => {
+            let script = engine.replica_script(&primary_service_name(db)).unwrap_or_else(|| engine.server_script());
+            container.args = Some(engine::fence::fenced(engine.data_dir(), &script));
+        }
+        _ => {}
     }
-    deployment
 }
 
 /// The claim of replica `ordinal` of `db`, given the live one: as the Database's own claim.
@@ -189,7 +208,7 @@ mod tests {
     #[test]
     fn a_replica_has_its_own_name_claim_selector_and_start_and_follows_the_rw_service() {
         let db = database();
-        let replica = replica_deployment(&db, 2, "postgres:17", None);
+        let replica = instance_deployment(&db, 2, Role::Replica, "postgres:17", None);
         assert_eq!(replica.metadata.name.as_deref(), Some("orders-instance-2"));
         let spec = replica.spec.clone().unwrap();
         assert_eq!(spec.selector.match_labels.unwrap()[INSTANCE_NAME_LABEL], "orders-instance-2");
@@ -208,12 +227,32 @@ mod tests {
     }
 
     #[test]
+    fn any_instance_may_be_the_primary_and_the_first_keeps_its_name_selector_and_claim_as_a_replica() {
+        let db = database();
+        let pod = |d: &Deployment| d.spec.clone().unwrap().template.spec.unwrap();
+        let script = |d: &Deployment| pod(d).containers[0].args.clone().unwrap()[2].clone();
+        let claim = |d: &Deployment| pod(d).volumes.unwrap().into_iter().find_map(|v| v.persistent_volume_claim);
+        let first = instance_deployment(&db, 1, Role::Replica, "postgres:17", None);
+        assert_eq!(first.metadata.name.as_deref(), Some("orders"));
+        assert_eq!(first.spec.clone().unwrap().selector, workload::deployment(&db).spec.unwrap().selector);
+        assert_eq!(claim(&first).unwrap().claim_name, "orders-data");
+        assert_eq!(labels(&first)[ROLE_LABEL], "replica");
+        assert!(script(&first).contains("primary='orders-rw'"), "{}", script(&first));
+        let third = instance_deployment(&db, 3, Role::Primary, "postgres:17", None);
+        assert_eq!(
+            (third.metadata.name.as_deref(), labels(&third)[ROLE_LABEL].as_str()),
+            (Some("orders-instance-3"), "primary")
+        );
+        assert_eq!(claim(&third).unwrap().claim_name, "orders-instance-3-data");
+        assert!(script(&third).contains("recovery.signal") && !script(&third).contains("primary_conninfo"));
+    }
+
+    #[test]
     fn every_instance_keeps_off_the_nodes_of_the_others() {
         let db = database();
-        let mut primary = workload::deployment_running(&db, "postgres:17", None);
-        with_primary(&mut primary, &db);
+        let primary = instance_deployment(&db, 1, Role::Primary, "postgres:17", None);
         assert_eq!(labels(&primary)[ROLE_LABEL], "primary");
-        for deployment in [primary, replica_deployment(&db, 3, "postgres:17", None)] {
+        for deployment in [primary, instance_deployment(&db, 3, Role::Replica, "postgres:17", None)] {
             let affinity = deployment.spec.unwrap().template.spec.unwrap().affinity.unwrap();
             let terms =
                 affinity.pod_anti_affinity.unwrap().required_during_scheduling_ignored_during_execution.unwrap();
@@ -225,16 +264,15 @@ mod tests {
     #[test]
     fn a_synchronous_primary_waits_for_any_one_replica_and_an_asynchronous_one_for_none() {
         let sync_env = |db: &Database| {
-            let mut primary = workload::deployment_running(db, "postgres:17", None);
-            with_primary(&mut primary, db);
+            let primary = instance_deployment(db, 1, Role::Primary, "postgres:17", None);
             let env = primary.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap_or_default();
             env.into_iter().find(|e| e.name == "SYNCHRONOUS_STANDBY_NAMES").and_then(|e| e.value)
         };
         let mut db = database();
         assert_eq!(sync_env(&db), None);
-        db.spec.replication = Some(Box::new(crate::api::Replication { synchronous: Some(true) }));
+        db.spec.replication = Some(Box::new(crate::api::Replication { synchronous: Some(true), ..Default::default() }));
         assert_eq!(sync_env(&db).as_deref(), Some("ANY 1 (*)"));
-        let replica = replica_deployment(&db, 2, "postgres:17", None);
+        let replica = instance_deployment(&db, 2, Role::Replica, "postgres:17", None);
         let env = replica.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
         assert!(env.iter().all(|e| e.name != "SYNCHRONOUS_STANDBY_NAMES"), "a replica waits for nobody");
     }

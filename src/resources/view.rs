@@ -482,10 +482,10 @@ mod tests {
         let mut db = database();
         (db.spec.engine, db.spec.instances) = (Some(EngineKind::Postgres), Some(3));
         let mut primary = workload::deployment(&db);
-        replication::with_primary(&mut primary, &db);
+        replication::as_instance(&mut primary, &db, 1, crate::api::Role::Primary);
         let [rw, _] = replication::services(&db);
         assert_survives(&primary, &rw, &replication::replica_claim(&db, 2, None), Some(EngineKind::Postgres));
-        let replica = replication::replica_deployment(&db, 2, "postgres:17", None);
+        let replica = replication::instance_deployment(&db, 2, crate::api::Role::Replica, "postgres:17", None);
         assert_survives(&replica, &workload::service(&db), &claim::claim(&db, None), Some(EngineKind::Postgres));
     }
 

@@ -504,7 +504,8 @@ async fn three_instances_on_three_nodes_stream_every_row_drain_one_at_a_time_and
 #[tokio::test]
 async fn a_synchronous_primary_acknowledges_a_write_only_once_its_replica_has_it() {
     let ground = ground_with("sync", 2, |spec| {
-        spec.replication = Some(Box::new(database_operator::api::Replication { synchronous: Some(true) }));
+        spec.replication =
+            Some(Box::new(database_operator::api::Replication { synchronous: Some(true), ..Default::default() }));
     })
     .await;
     let client = &ground.client;
@@ -552,5 +553,130 @@ echo "exit $?""#;
         "[figure] synchronous replication: no commit acknowledged in 15 s while the only replica was cut off; \
          healed, a commit acknowledged {:.1} s later (the client's whole run)",
         again.as_secs_f64()
+    );
+}
+
+/// A client script that inserts one row after another through `orders-rw` (ids from 2001),
+/// each in its own session that gives up after 3 s, printing `id seconds-since-the-epoch` for
+/// each acknowledged one, until ten have been acknowledged after a refusal, or 170 s.
+const WRITE_THROUGH_A_FAILOVER: &str = r#"export PGPASSWORD="$DATABASE_PASSWORD" PGCONNECT_TIMEOUT=3
+reachable pg_isready --host=orders-rw
+i=2001 refused=0 after=0 end=$(( $(date +%s) + 170 ))
+while [ "$(date +%s)" -lt "$end" ] && [ "$after" -lt 10 ]; do
+  if timeout 5 psql --host=orders-rw --username="$DATABASE_USER" --dbname=app -v ON_ERROR_STOP=1 -Atq -c "insert into items values ($i, 'item $i')" > /dev/null 2>&1; then
+    echo "$i $(date +%s.%N)"
+    [ "$refused" -eq 1 ] && after=$(( after + 1 ))
+    i=$(( i + 1 ))
+  else
+    refused=1
+  fi
+  sleep 0.2
+done"#;
+
+/// The ids a [`WRITE_THROUGH_A_FAILOVER`] client printed, and when the first one after `gap`
+/// (its writes refused for longer than that) was acknowledged, in seconds since the epoch.
+fn acknowledged(log: &str, gap: f64) -> (Vec<i64>, Option<f64>) {
+    let lines: Vec<(i64, f64)> = log
+        .lines()
+        .filter_map(|line| {
+            let (id, at) = line.split_once(' ')?;
+            Some((id.parse().ok()?, at.parse().ok()?))
+        })
+        .collect();
+    let resumed = lines.windows(2).find(|w| w[1].1 - w[0].1 > gap).map(|w| w[1].1);
+    (lines.iter().map(|(id, _)| *id).collect(), resumed)
+}
+
+fn epoch_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+#[tokio::test]
+async fn a_primary_s_node_lost_under_writes_fails_over_to_the_replica_furthest_ahead_and_the_old_primary_rejoins_as_a_replica()
+ {
+    let ground = ground_with("failover", 3, |spec| {
+        let delay = database_operator::api::Replication { failover_delay_seconds: Some(10), ..Default::default() };
+        spec.replication = Some(Box::new(delay));
+    })
+    .await;
+    let client = &ground.client;
+    let databases: Api<Database> = Api::namespaced(client.clone(), &ground.ns.name);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ground.ns.name);
+    let caught_up = || async {
+        let status = databases.get("orders").await.ok()?.status?;
+        let all = status.instances.len() == 3 && status.instances.iter().all(|i| i.ready);
+        let replicas = status.instances.iter().filter(|i| i.role == Some(Role::Replica));
+        (all && replicas.clone().count() == 2 && replicas.clone().all(|i| i.lag_bytes == Some(0))).then_some(status)
+    };
+    wait_until("every replica of orders to have caught up", common::CONVERGE, caught_up).await;
+    let writer = ground.others[0].clone();
+    ground.run_on(&writer, "write-before", PG_WRITE).await;
+    let before = ground.run_on(&writer, "read-before", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
+    assert!(before.starts_with("1000|"), "{before}");
+
+    // The primary's node killed while a client writes through -rw, one row at a time.
+    let (log, killed_at) = tokio::join!(ground.run_on(&writer, "write-through", WRITE_THROUGH_A_FAILOVER), async {
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        let at = epoch_now();
+        node_action("kill", &ground.home);
+        at
+    });
+    let (ids, resumed) = acknowledged(&log, 3.0);
+    let resumed = resumed.unwrap_or_else(|| panic!("the writes never resumed after a refusal: {log}"));
+    let failover = resumed - killed_at;
+    let status = databases.get("orders").await.unwrap().status.unwrap();
+    let promoted = status.current_primary.clone().unwrap();
+    assert_ne!(promoted, "orders", "{status:?}");
+    let promoted_status = status.instances.iter().find(|i| i.name == promoted).unwrap();
+    assert_eq!((promoted_status.role, promoted_status.timeline), (Some(Role::Primary), Some(2)), "{status:?}");
+    let events = Api::<Event>::namespaced(client.clone(), &ground.ns.name).list(&ListParams::default()).await.unwrap();
+    let failovers: Vec<_> = events.items.iter().filter(|e| e.reason.as_deref() == Some("FailingOver")).collect();
+    assert_eq!(failovers.len(), 1, "one failover: {failovers:?}");
+    let said = failovers[0].note.clone().unwrap_or_default();
+    assert!(said.contains(&format!("promoting replica {promoted}")) && said.contains("bytes of WAL behind"), "{said}");
+
+    // Every row written before is on the new primary; of the rows acknowledged during the
+    // run, those missing are what the asynchronous failover lost.
+    let first = "select count(*), md5(string_agg(name, ',' order by id)) from items where id <= 1000";
+    assert_eq!(ground.run_on(&writer, "read-first", &psql_at("orders-rw", first)).await, before);
+    let stored =
+        ground.run_on(&writer, "read-ids", &psql_at("orders-rw", "select id from items where id > 2000")).await;
+    let stored: Vec<i64> = stored.lines().filter_map(|l| l.parse().ok()).collect();
+    let lost: Vec<i64> = ids.iter().copied().filter(|id| !stored.contains(id)).collect();
+    assert!(ids.len() >= 10, "ten rows are acknowledged after the failover: {log}");
+
+    // The old primary's node back: it rejoins as a replica (copied afresh), has every row, and
+    // refuses a write; one pod is the primary, now and all along.
+    node_action("start", &ground.home);
+    let back = Instant::now();
+    let status = wait_until("orders to rejoin as a replica and catch up", common::CONVERGE, || async {
+        let primaries = pods.list(&ListParams::default().labels("example.com/role=primary")).await.ok()?;
+        let serving = primaries.items.iter().filter(|p| {
+            let conditions = p.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+            conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        assert!(serving.count() <= 1, "two primaries serve: {:?}", primaries.items);
+        let status = caught_up().await?;
+        let old = status.instances.iter().find(|i| i.name == "orders")?;
+        (old.role == Some(Role::Replica)).then_some(status)
+    })
+    .await;
+    let rejoined = back.elapsed();
+    assert_eq!(status.current_primary.as_deref(), Some(promoted.as_str()));
+    let old = pods.list(&ListParams::default().labels("example.com/database-instance=orders")).await.unwrap();
+    let old = old.items.into_iter().find(|p| p.metadata.deletion_timestamp.is_none()).unwrap();
+    let old_ip = old.status.and_then(|s| s.pod_ip).unwrap();
+    let on_rw = ground.run_on(&writer, "read-rw", &psql_at("orders-rw", COUNT_AND_CHECKSUM)).await;
+    assert_eq!(ground.run_on(&writer, "read-old", &psql_at(&old_ip, COUNT_AND_CHECKSUM)).await, on_rw);
+    let refused = format!("{}; echo \"exit $?\"", psql_at(&old_ip, "insert into items values (9999, 'split brain')"));
+    let refused = ground.run_on(&writer, "write-old", &refused).await;
+    assert!(refused.contains("read-only transaction") && refused.ends_with("exit 1"), "{refused}");
+    eprintln!(
+        "[figure] failover: primary's node killed -> -rw acknowledging writes again in {failover:.1} s \
+         (failoverDelaySeconds 10); {} of {} rows acknowledged around the kill lost (asynchronous); old primary \
+         rejoined as a replica and caught up {:.1} s after its node's start",
+        lost.len(),
+        ids.len(),
+        rejoined.as_secs_f64()
     );
 }

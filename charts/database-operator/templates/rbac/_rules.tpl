@@ -6,10 +6,11 @@ The operator's rules: the same as manifests/rbac/role.yaml and manifests/rbac/na
 # Exactly what the operator uses (checked by tests/e2e/rbac.rs, which runs it with these rules).
 # Databases: read through the informer (list, watch); their status is written with
 # server-side apply (patch); a backup's verification creates a throwaway Database (labelled,
-# owned by the backup) and deletes it when it is done.
+# owned by the backup) and deletes it when it is done; a failover names the new primary in
+# a Database's annotation example.com/primary (a merge patch of its metadata).
 - apiGroups: ["example.com"]
   resources: ["databases"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "delete", "patch"]
 - apiGroups: ["example.com"]
   resources: ["databases/status"]
   verbs: ["patch"]
