@@ -14,7 +14,8 @@
 //! - [`replicas`]: the replicas, replication Secret and -rw/-ro Services of a Database of
 //!   several instances; [`positions`]: each instance's timeline and each replica's lag, asked
 //!   of the instances themselves; [`following`]: whether each replica still receives from its
-//!   primary; [`failover`]: which instance is the primary, and a failover when it is lost.
+//!   primary; [`failover`]: which instance is the primary, and a failover when it is lost
+//!   ([`down`]: what it remembers between passes).
 //! - [`status`]: what the status says, and why the Database is blocked.
 //! - [`upgrade`]: which image runs while `spec.image` changes.
 //! - [`pods`]: why a Database's pod does not run, in the pod's words.
@@ -23,6 +24,7 @@
 //! - [`verification`]: the condition that says whether its latest verified backup restored.
 
 mod children;
+mod down;
 mod failover;
 mod following;
 mod pods;

@@ -37,7 +37,7 @@ use operator_runtime::informer::{Store, key_of};
 use operator_runtime::write::{Created, Statuses, Writer};
 use tracing::{debug, info};
 
-use super::failover::Down;
+use super::down::Down;
 use super::following::Following;
 use super::pods::{self, POD_GRACE};
 use super::restore::{self, Restore};

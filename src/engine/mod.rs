@@ -197,6 +197,15 @@ pub(crate) const SYNCHRONOUS_STANDBYS_VARIABLE: &str = "SYNCHRONOUS_STANDBY_NAME
 /// Its value: any one replica.
 pub(crate) const ANY_ONE_REPLICA: &str = "ANY 1 (*)";
 
+/// The variable that, set on a primary, says how much WAL it keeps for replicas that are
+/// away (postgres's `wal_keep_size`): a replica that reconnects after a failover, or after its
+/// node's restart, asks the new primary for WAL from where it stopped, and without it the
+/// primary may have recycled it already ("requested WAL segment ... has already been
+/// removed"), and the replica never follows again.
+pub(crate) const WAL_KEEP_VARIABLE: &str = "WAL_KEEP_SIZE";
+/// Its value: a quarter of the smallest volume (small, 1Gi).
+pub(crate) const WAL_KEPT: &str = "256MB";
+
 /// Where the init container puts what the server loads at its first start.
 pub(crate) const INITDB_DIR: &str = "/docker-entrypoint-initdb.d";
 /// The variable that carries [`Engine::initdb_script`] into the database container.

@@ -77,7 +77,7 @@ impl Engine for Postgres {
          fi\n\
          exec docker-entrypoint.sh postgres \
          ${SYNCHRONOUS_STANDBY_NAMES:+-c \"synchronous_standby_names=$SYNCHRONOUS_STANDBY_NAMES\"} \
-         ${promote:+-c restore_command=false}"
+         ${WAL_KEEP_SIZE:+-c \"wal_keep_size=$WAL_KEEP_SIZE\"} ${promote:+-c restore_command=false}"
             .into()
     }
 
@@ -281,7 +281,8 @@ mod tests {
         assert!(!data.join("standby.signal").exists() && data.join("recovery.signal").exists());
         // Started again (a primary now), it is a primary's start.
         std::fs::remove_file(data.join("recovery.signal")).unwrap();
-        assert_eq!(server_arguments(&[("PGDATA", pgdata.as_str())]), ["PGOPTIONS=", "postgres"]);
+        let kept = server_arguments(&[("PGDATA", pgdata.as_str()), ("WAL_KEEP_SIZE", "256MB")]);
+        assert_eq!(kept, ["PGOPTIONS=", "postgres", "-c", "wal_keep_size=256MB"]);
         std::fs::remove_dir_all(&data).unwrap();
     }
 

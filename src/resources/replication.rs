@@ -37,7 +37,10 @@ use super::meta::{ROLE_LABEL, child_of, instance_selector, role_selector};
 use super::view::PersistentVolumeClaimView;
 use super::{claim, secret, workload};
 use crate::api::{Database, Role, instance_name, synchronous};
-use crate::engine::{self, ANY_ONE_REPLICA, REPLICATION_PASSWORD_VARIABLE, SYNCHRONOUS_STANDBYS_VARIABLE, from_secret};
+use crate::engine::{
+    self, ANY_ONE_REPLICA, REPLICATION_PASSWORD_VARIABLE, SYNCHRONOUS_STANDBYS_VARIABLE, WAL_KEEP_VARIABLE, WAL_KEPT,
+    from_secret,
+};
 
 /// The label of an instance's pods (and its Deployment's selector) that names the instance.
 pub(crate) const INSTANCE_NAME_LABEL: &str = "example.com/database-instance";
@@ -133,11 +136,12 @@ pub(crate) fn as_instance(deployment: &mut Deployment, db: &Database, ordinal: i
     with_instance(deployment, db, &name, role);
     let container = &mut pod_spec(deployment).containers[0];
     match (role, engine::of_database(db)) {
-        (Role::Primary, _) if synchronous(db) => {
-            container
-                .env
-                .get_or_insert_with(Vec::new)
-                .push(engine::value(SYNCHRONOUS_STANDBYS_VARIABLE, ANY_ONE_REPLICA));
+        (Role::Primary, _) => {
+            let env = container.env.get_or_insert_with(Vec::new);
+            env.push(engine::value(WAL_KEEP_VARIABLE, WAL_KEPT));
+            if synchronous(db) {
+                env.push(engine::value(SYNCHRONOUS_STANDBYS_VARIABLE, ANY_ONE_REPLICA));
+            }
         }
         (Role::Replica, Some(engine)) => {
             let script = engine.replica_script(&primary_service_name(db)).unwrap_or_else(|| engine.server_script());
@@ -245,6 +249,10 @@ mod tests {
         );
         assert_eq!(claim(&third).unwrap().claim_name, "orders-instance-3-data");
         assert!(script(&third).contains("recovery.signal") && !script(&third).contains("primary_conninfo"));
+        let env =
+            |d: &Deployment, name: &str| pod(d).containers[0].env.clone().unwrap().into_iter().find(|e| e.name == name);
+        assert_eq!(env(&third, "WAL_KEEP_SIZE").and_then(|e| e.value).as_deref(), Some("256MB"));
+        assert_eq!(env(&first, "WAL_KEEP_SIZE"), None, "a replica keeps no WAL for others");
     }
 
     #[test]
